@@ -1,0 +1,79 @@
+"""The small interface every engine implements: build, start, shot, stop."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from whichshot.process import EngineProcess
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How to start one engine process (all from config; argv is built from these, no shell)."""
+
+    threads: int
+    context_tokens: int
+    port: int = 0
+    ready_timeout_s: float = 180.0
+    gpu_layers: int = 0
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShotRequest:
+    """One request: an exact token sequence and how many tokens to generate."""
+
+    prompt_token_ids: list[int]
+    max_output_tokens: int
+    ignore_eos: bool
+    timeout_s: float
+
+
+@dataclass
+class ShotOutcome:
+    """What one shot produced: our timestamps and what the engine said about itself."""
+
+    t_request_s: float
+    t_end_s: float
+    token_events: list[tuple[float, int]]
+    output_token_ids: list[int]
+    output_text: str
+    prompt_tokens_engine: int | None
+    engine_timings: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None
+
+
+class RunningEngine(Protocol):
+    """A started engine process that serves shots."""
+
+    process: EngineProcess
+    ready_s: float
+    context_tokens: int | None
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def detokenize(self, token_ids: list[int]) -> str: ...
+
+    def shot(self, request: ShotRequest) -> ShotOutcome: ...
+
+    def stop(self) -> int | None: ...
+
+
+class Engine(Protocol):
+    """Builds an engine from pinned sources and starts processes of it."""
+
+    kind: str
+
+    def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
+        """Build (or reuse a cached build) and return build.json's contents."""
+        ...
+
+    def start(
+        self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
+    ) -> RunningEngine:
+        """Start one process and return once it reports ready."""
+        ...
+
+    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
+        """The engine's own benchmark tool, for cross-checks (empty if it has none)."""
+        ...

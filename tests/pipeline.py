@@ -1,0 +1,41 @@
+"""Run the real pipeline in a scratch working directory (the .test/ convention)."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def load_config(name: str) -> dict[str, Any]:
+    return yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+
+
+def run_pipeline(
+    workdir: Path, config: dict[str, Any], *extra: str, timeout_s: float = 3600
+) -> subprocess.CompletedProcess:
+    """snakemake --cores 1 in `workdir`, whose config/config.yaml is `config`."""
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(copy.deepcopy(config)))
+    argv = [
+        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+        "--directory", str(workdir), "--cores", "1",
+        "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"), *extra,
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+
+
+def engine_processes() -> list[psutil.Process]:
+    """Every llama-server process on this machine."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["name"] == "llama-server" or (cmdline and cmdline[0].endswith("llama-server")):
+            found.append(proc)
+    return found

@@ -1,0 +1,68 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from whichshot.config import check_config
+from whichshot.errors import WhichshotError
+
+DEFAULT = yaml.safe_load((Path(__file__).parent.parent / "config" / "config.yaml").read_text())
+
+
+def test_default_config_is_valid():
+    check_config(copy.deepcopy(DEFAULT))
+
+
+def _broken(path: str, value):
+    config = copy.deepcopy(DEFAULT)
+    *parents, last = path.split(".")
+    node = config
+    for key in parents:
+        node = node[key]
+    if value is KeyError:
+        del node[last]
+    else:
+        node[last] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("protocol.rests_s", [-1], "protocol.rests_s.0: -1 is less than the minimum of 0"),
+        ("protocol.warm_shots", "six", "protocol.warm_shots: 'six' is not of type 'integer'"),
+        ("engines.llama_cpp.kind", "vllm", "engines.llama_cpp.kind: 'vllm' is not one of"),
+        ("models.smollm2_135m.sha256", KeyError, "'sha256' is a required property"),
+        (
+            "models.smollm2_135m.sha256",
+            "abc",
+            "models.smollm2_135m.sha256: 'abc' is not of the expected form",
+        ),
+        ("prompts.lengths", [], "prompts.lengths: [] should be non-empty"),
+        ("prompts.lengths", [128, 128], "prompts.lengths: [128, 128] has non-unique elements"),
+        ("server.port", 70000, "server.port: 70000 is greater than the maximum of 65535"),
+        ("telemetry.backends", ["dcgm"], "telemetry.backends.0: 'dcgm' is not one of"),
+        ("protocol.surprise", 1, "protocol: unknown key"),
+    ],
+)
+def test_bad_config_gives_one_line_naming_the_field(path, value, expected):
+    with pytest.raises(WhichshotError) as caught:
+        check_config(_broken(path, value))
+    message = str(caught.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_empty_grid_is_refused():
+    config = _broken("protocol.cold_processes", 0)
+    config["protocol"]["warm_shots"] = 0
+    with pytest.raises(WhichshotError, match="grid is empty"):
+        check_config(config)
+
+
+def test_model_needs_exactly_one_source():
+    config = copy.deepcopy(DEFAULT)
+    config["models"]["smollm2_135m"]["path"] = "/tmp/x.gguf"
+    with pytest.raises(WhichshotError, match="exactly one of 'packages'"):
+        check_config(config)

@@ -1,0 +1,83 @@
+"""Real end-to-end run: real llama-server built from the pinned sdist, real model, real text."""
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tests.pipeline import load_config, run_pipeline
+from whichshot.figures import KINDS
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def shots(smoke_run):
+    return pd.read_parquet(smoke_run["workdir"] / "results" / "shots.parquet")
+
+
+def test_every_planned_shot_is_a_row(shots):
+    config = load_config("smoke")
+    per_length = config["protocol"]["cold_processes"] + config["protocol"]["warm_shots"]
+    assert len(shots) == per_length * len(config["prompts"]["lengths"])
+    assert (shots["status"] == "ok").all(), shots[shots["status"] != "ok"]["error"].tolist()
+
+
+def test_measured_values_exist_where_they_must(shots):
+    must = ["ttft_s", "prefill_tok_s", "decode_tok_s", "e2e_s", "engine_decode_tok_s",
+            "engine_prefill_tok_s", "output_sha256", "build_id", "model_sha256",
+            "process_ready_s"]  # fmt: skip
+    assert not shots[must].isna().any().any(), shots[must].isna().sum()
+    assert (shots["ttft_s"] > 0).all() and (shots["decode_tok_s"] > 0).all()
+
+
+def test_cold_shots_are_shot_one_of_distinct_processes(shots):
+    cold = shots[shots["protocol"] == "cold"]
+    assert (cold["shot_index"] == 1).all()
+    for _job, series in cold.groupby("job_id"):
+        assert series["process_id"].nunique() == len(series)
+        assert series["pid"].nunique() == len(series)
+
+
+def test_warm_series_is_one_process_in_order(shots):
+    warm = shots[shots["protocol"] == "warm"]
+    for _job, series in warm.groupby("job_id"):
+        assert series["process_id"].nunique() == 1
+        assert sorted(series["shot_index"]) == list(range(1, len(series) + 1))
+
+
+def test_prompt_and_output_token_counts_are_exact(shots):
+    assert (shots["engine_prompt_tokens"] == shots["prompt_tokens"]).all()
+    assert (shots["output_tokens"] == shots["output_tokens_requested"]).all()
+    assert (shots["engine_cached_tokens"].fillna(0) == 0).all()
+    assert shots["output_token_ids"].map(len).eq(shots["output_tokens"]).all()
+
+
+def test_greedy_output_is_identical_across_processes(shots):
+    # Same prompt, greedy, no drafting: every shot at one length must produce the same tokens.
+    for _length, group in shots.groupby("prompt_tokens"):
+        assert group["output_sha256"].nunique() == 1
+
+
+def test_parquet_carries_schema_version(smoke_run):
+    metadata = pq.read_schema(smoke_run["workdir"] / "results" / "shots.parquet").metadata
+    assert metadata[b"schema_version"] == b"1"
+
+
+def test_figures_have_a_provenance_kind(smoke_run):
+    figures = pd.read_parquet(smoke_run["workdir"] / "results" / "figures.parquet")
+    assert set(figures["kind"]) <= set(KINDS)
+    assert figures["figure_id"].is_unique
+    assert {"cold", "warm", "llama-bench"} <= set(figures["protocol"])
+    html = (smoke_run["workdir"] / "results" / "report" / "index.html").read_text()
+    for figure_id in figures["figure_id"]:
+        assert f'data-figure-id="{figure_id}"' in html
+
+
+def test_no_engine_outlives_the_run(smoke_run):
+    assert smoke_run["leftover_engines"] == []
+
+
+def test_noop_rerun_executes_nothing(smoke_run):
+    result = run_pipeline(smoke_run["workdir"], load_config("smoke"), "--dry-run")
+    assert result.returncode == 0
+    assert "Nothing to be done" in result.stdout + result.stderr

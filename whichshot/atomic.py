@@ -1,0 +1,68 @@
+"""Files that appear complete only when they are: write aside, then rename."""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text to a sibling temp file, fsync, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write pretty JSON atomically."""
+    write_text_atomic(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+class JsonlJournal:
+    """Append-only JSONL beside the final output; promoted by rename when the job completes.
+
+    Each record is flushed and fsynced, so a killed job keeps every finished record
+    in `<output>.partial`, and the final name only ever holds a complete file.
+    """
+
+    def __init__(self, final_path: Path) -> None:
+        self.final_path = final_path
+        self.partial_path = final_path.with_name(final_path.name + ".partial")
+        final_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def read_existing(self) -> list[dict[str, Any]]:
+        """Records a previous, interrupted run already wrote (a torn last line is dropped)."""
+        if not self.partial_path.exists():
+            return []
+        records = []
+        for line in self.partial_path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        return records
+
+    def rewrite(self, records: list[dict[str, Any]]) -> None:
+        """Replace the journal with these records (drops a torn tail)."""
+        write_text_atomic(self.partial_path, "".join(_line(r) for r in records))
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record durably."""
+        with open(self.partial_path, "a", encoding="utf-8") as handle:
+            handle.write(_line(record))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def promote(self) -> None:
+        """Give the journal its final name: the job is complete."""
+        if not self.partial_path.exists():
+            self.partial_path.touch()
+        os.replace(self.partial_path, self.final_path)
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n"

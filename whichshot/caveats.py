@@ -1,0 +1,178 @@
+"""Caveats: rules that fire from the data, each with an id, a sentence and the figures it touches."""
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from whichshot.crosscheck import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
+from whichshot.figures import Figure
+from whichshot.stats import outlier_flags
+
+
+@dataclass
+class Caveat:
+    """A warning attached to figures because the data made it true."""
+
+    caveat_id: str
+    sentence: str
+    figure_ids: list[str] = field(default_factory=list)
+
+    def as_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Evidence:
+    """What the caveat rules look at."""
+
+    shots: pd.DataFrame
+    figures: list[Figure]
+    unreadable_sensors: list[str] = field(default_factory=list)
+
+
+def _ids(figures: list[Figure], test: Callable[[Figure], bool] = lambda f: True) -> list[str]:
+    return [f.figure_id for f in figures if test(f)]
+
+
+def single_machine(ev: Evidence) -> Caveat | None:
+    hosts = ev.shots["hostname"].nunique()
+    models = ev.shots["model"].nunique()
+    if hosts > 1:
+        return None
+    return Caveat(
+        "single_machine",
+        f"All figures come from one machine ({ev.shots['hostname'].iloc[0]}) and "
+        f"{models} model(s); they say nothing about other hardware.",
+        _ids(ev.figures),
+    )
+
+
+def one_repeat(ev: Evidence) -> Caveat | None:
+    if ev.shots["repeat"].max() > 1:
+        return None
+    return Caveat(
+        "one_repeat",
+        "Each series ran once (repeats = 1): run-to-run variation is not measured.",
+        _ids(ev.figures, lambda f: f.protocol in {"cold", "warm"}),
+    )
+
+
+def sensors_unreadable(ev: Evidence) -> Caveat | None:
+    if not ev.unreadable_sensors:
+        return None
+    return Caveat(
+        "sensor_not_readable",
+        "Not measured on this machine (no value is shown for them): "
+        + ", ".join(sorted(set(ev.unreadable_sensors)))
+        + ".",
+        [],
+    )
+
+
+def client_engine_disagree(ev: Evidence) -> Caveat | None:
+    bad = [f for f in ev.figures if f.metric == "client_vs_engine_decode_ratio"
+           and f.value is not None and abs(f.value - 1) > CLIENT_ENGINE_TOLERANCE]  # fmt: skip
+    if not bad:
+        return None
+    worst = max(bad, key=lambda f: abs(f.value - 1))
+    return Caveat(
+        "client_engine_disagree",
+        f"Client-side and engine-reported decode speed differ by more than "
+        f"{CLIENT_ENGINE_TOLERANCE:.0%} (worst: {worst.value - 1:+.1%} for {worst.model}).",
+        [f.figure_id for f in bad],
+    )
+
+
+def bench_disagree(ev: Evidence) -> Caveat | None:
+    bad = [f for f in ev.figures if f.metric == "prefill_vs_llama_bench_ratio"
+           and f.value is not None and abs(f.value - 1) > BENCH_TOLERANCE]  # fmt: skip
+    if not bad:
+        return None
+    return Caveat(
+        "bench_disagree",
+        f"Our prefill speed and llama-bench's pp differ by more than {BENCH_TOLERANCE:.0%} "
+        "(llama-bench times the prefill alone, without HTTP, sampling or our shot position).",
+        [f.figure_id for f in bad],
+    )
+
+
+def other_tool(ev: Evidence) -> Caveat | None:
+    rival = _ids(ev.figures, lambda f: f.timed_by == "llama-bench")
+    if not rival:
+        return None
+    return Caveat(
+        "rival_tool_figure",
+        "llama-bench figures come from another tool with its own protocol (warm-up run, mean "
+        "of repetitions): compare them with our warm figures, never with a cold shot.",
+        rival,
+    )
+
+
+def prompt_cache_used(ev: Evidence) -> Caveat | None:
+    cached = ev.shots[ev.shots["engine_cached_tokens"].fillna(0) > 0]
+    if cached.empty:
+        return None
+    return Caveat(
+        "prompt_cache_hit",
+        f"{len(cached)} shot(s) reused cached prompt tokens: their prefill is not a full prefill.",
+        [],
+    )
+
+
+def outliers_present(ev: Evidence) -> Caveat | None:
+    flagged = []
+    ok = ev.shots[ev.shots["status"] == "ok"]
+    for _job, series in ok.groupby("job_id"):
+        values = series["decode_tok_s"].dropna().tolist()
+        if any(outlier_flags(values)):
+            flagged.append(_job)
+    if not flagged:
+        return None
+    return Caveat(
+        "outliers_present",
+        f"{len(flagged)} series contain decode-speed outliers (|robust z| > 3.5 on the median "
+        "absolute deviation); medians are used, but look at the per-shot plot.",
+        [],
+    )
+
+
+def failed_shots(ev: Evidence) -> Caveat | None:
+    failed = ev.shots[ev.shots["status"] != "ok"]
+    if failed.empty:
+        return None
+    return Caveat(
+        "failed_shots",
+        f"{len(failed)} shot(s) failed and are excluded from every figure: "
+        + "; ".join(sorted(set(failed["error"].astype(str)))[:3]),
+        [],
+    )
+
+
+def context_reduced(ev: Evidence) -> Caveat | None:
+    shots = ev.shots.dropna(subset=["context_tokens_engine"])
+    reduced = shots[shots["context_tokens_engine"] < shots["context_tokens_requested"]]
+    if reduced.empty:
+        return None
+    row = reduced.iloc[0]
+    return Caveat(
+        "context_reduced",
+        f"The engine chose a smaller context window than asked "
+        f"({int(row['context_tokens_engine'])} < {int(row['context_tokens_requested'])}).",
+        [],
+    )
+
+
+RULES = (single_machine, one_repeat, sensors_unreadable, client_engine_disagree, bench_disagree,
+         other_tool, prompt_cache_used, outliers_present, failed_shots, context_reduced)  # fmt: skip
+
+
+def fire_caveats(evidence: Evidence) -> list[Caveat]:
+    """Every caveat whose rule fires on this data; attach their ids to the figures they touch."""
+    fired = [c for rule in RULES if (c := rule(evidence)) is not None]
+    by_id = {f.figure_id: f for f in evidence.figures}
+    for caveat in fired:
+        for figure_id in caveat.figure_ids:
+            by_id[figure_id].caveat_ids.append(caveat.caveat_id)
+    return fired

@@ -1,0 +1,32 @@
+"""Shared start of every workflow script: log to the rule's log, one clear line on error."""
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from whichshot.errors import WhichshotError
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    # Turn SIGTERM into the same unwinding as Ctrl-C, so `finally` blocks stop engines.
+    raise KeyboardInterrupt
+
+
+def run_script(smk: Any, main: Callable[[Any], None]) -> None:
+    """Run `main(snakemake)` with stderr in the rule's log; a WhichshotError exits with one line."""
+    console = sys.__stderr__
+    log_path = smk.log[0] if len(smk.log) else None
+    if log_path:
+        sys.stderr = sys.stdout = open(log_path, "a", buffering=1)  # noqa: SIM115
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        main(smk)
+    except WhichshotError as exc:
+        line = f"whichshot: error: {exc}"
+        print(line, file=sys.stderr)
+        if console is not sys.stderr:
+            print(line, file=console, flush=True)
+        sys.exit(1)

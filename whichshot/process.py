@@ -1,0 +1,135 @@
+"""Engine processes: started from argument lists, bound to our lifetime, always reaped."""
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import requests
+
+from whichshot.errors import EngineNotReady, WhichshotError
+
+LOOPBACK = "127.0.0.1"
+_PR_SET_PDEATHSIG = 1
+_STOP_GRACE_S = 10.0
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_prctl = _libc.prctl
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: if the harness is SIGKILLed, the kernel
+    # kills the engine too, so no server outlives its job.
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def ensure_port_free(port: int) -> None:
+    """Refuse a configured port that another process holds."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError as exc:
+            raise WhichshotError(
+                f"port {port} on {LOOPBACK} is already in use ({exc.strerror}); "
+                "free it or set server.port: 0 to pick a free one"
+            ) from None
+
+
+class EngineProcess:
+    """One start of an engine: a child in its own session, logging to a file."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 -- held for the process lifetime
+        self.t_spawn_s = time.monotonic()
+        self.popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines the engine wrote, for error messages."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ready(self, is_ready: Callable[[], bool], timeout_s: float) -> float:
+        """Poll `is_ready` every 100 ms; return seconds from spawn to ready."""
+        deadline = self.t_spawn_s + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise EngineNotReady(
+                    f"engine exited with code {self.popen.returncode} while starting "
+                    f"(log {self.log_path}): {self._last_line()}"
+                )
+            if is_ready():
+                return time.monotonic() - self.t_spawn_s
+            time.sleep(0.1)
+        self.stop()
+        raise EngineNotReady(
+            f"engine not ready after {timeout_s:.0f} s (log {self.log_path}): {self._last_line()}"
+        )
+
+    def _last_line(self) -> str:
+        tail = [line for line in self.log_tail(40).splitlines() if line.strip()]
+        errors = [line for line in tail if "error" in line.lower()]
+        return (errors or tail or ["<empty log>"])[-1].strip()
+
+    def stop(self) -> int | None:
+        """SIGTERM the process group, SIGKILL after a grace period; return the exit code."""
+        if self.alive():
+            _signal_group(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        self._log.close()
+        return self.popen.returncode
+
+    def __enter__(self) -> "EngineProcess":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def http_ok(url: str, timeout_s: float = 1.0) -> bool:
+    """True when GET `url` answers 200."""
+    try:
+        return requests.get(url, timeout=timeout_s).status_code == 200
+    except requests.RequestException:
+        return False

@@ -1,0 +1,174 @@
+"""Run one series (job): start processes, send shots, rest, record every shot durably."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
+from whichshot.atomic import JsonlJournal
+from whichshot.errors import EngineDied, WhichshotError
+from whichshot.grid import Job
+from whichshot.records import (
+    SCHEMA_VERSION,
+    client_fields,
+    empty_result_fields,
+    engine_fields,
+    output_fields,
+)
+
+ShotSummarizer = Callable[[float, float, int | None], dict[str, Any]]
+
+
+@dataclass
+class JobContext:
+    """Everything one job needs, resolved from config and the upstream stages."""
+
+    job: Job
+    run_id: str
+    engine: Engine
+    build: dict[str, Any]
+    model_path: Path
+    model: dict[str, Any]
+    prompt: dict[str, Any]
+    settings: ServerSettings
+    output_tokens: int
+    shot_timeout_s: float
+    log_dir: Path
+    identity: dict[str, Any] = field(default_factory=dict)
+    summarize_telemetry: ShotSummarizer | None = None
+
+
+@dataclass
+class _ProcessState:
+    server: RunningEngine
+    process_id: str
+    start_reason: str
+    shots_served: int = 0
+
+
+def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
+    """Run every shot of the series that the journal does not already hold; then promote it."""
+    records = journal.read_existing()
+    journal.rewrite(records)
+    finished = {r["series_position"] for r in records}
+    process_seq = 1 + max((r["process_seq"] for r in records), default=0)
+    state: _ProcessState | None = None
+    try:
+        for position in range(1, ctx.job.series_length + 1):
+            if position in finished:
+                continue
+            if state is None or ctx.job.fresh_process_before(position):
+                reason = _start_reason(ctx.job, position, records, state)
+                _stop(state)
+                state = _start(ctx, process_seq, reason)
+                process_seq += 1
+            elif ctx.job.rest_s > 0:
+                time.sleep(ctx.job.rest_s)
+            record = _run_shot(ctx, state, position)
+            journal.append(record)
+            records.append(record)
+            if record["status"] != "ok" and not state.server.process.alive():
+                _stop(state)
+                state = None
+    finally:
+        _stop(state)
+    journal.promote()
+    return records
+
+
+def _start_reason(job: Job, position: int, records: list, state: _ProcessState | None) -> str:
+    if job.protocol == "cold":
+        return "cold"
+    if position == 1:
+        return "series_start"
+    return "after_engine_death" if state is None and records else "resumed"
+
+
+def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
+    log_path = ctx.log_dir / f"process{seq}.log"
+    server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, log_path)
+    return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason)
+
+
+def _stop(state: _ProcessState | None) -> None:
+    if state is not None:
+        state.server.stop()
+
+
+def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
+    state.shots_served += 1
+    request = ShotRequest(
+        prompt_token_ids=ctx.prompt["token_ids"],
+        max_output_tokens=ctx.output_tokens,
+        ignore_eos=True,
+        timeout_s=ctx.shot_timeout_s,
+    )
+    record = _identity(ctx, state, position)
+    t_start_s = time.monotonic()
+    try:
+        outcome = state.server.shot(request)
+    except (WhichshotError, requests.RequestException) as exc:
+        died = isinstance(exc, EngineDied) or not state.server.process.alive()
+        record.update(empty_result_fields())
+        record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
+        record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
+        return _with_telemetry(ctx, record, None)
+    record.update(client_fields(outcome, ctx.job.prompt_tokens))
+    record.update(engine_fields(outcome))
+    record.update(output_fields(outcome))
+    record.update(t_request_mono_s=outcome.t_request_s, t_end_mono_s=outcome.t_end_s)
+    record.update(status="ok", error=None, engine_died=False)
+    return _with_telemetry(ctx, record, record["output_tokens"])
+
+
+def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) -> dict:
+    if ctx.summarize_telemetry is not None:
+        record.update(
+            ctx.summarize_telemetry(record["t_request_mono_s"], record["t_end_mono_s"], output_tokens)
+        )
+    return record
+
+
+def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
+    job = ctx.job
+    server = state.server
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "job_id": job.job_id,
+        "shot_id": f"{job.job_id}/shot{position}",
+        "engine": job.engine,
+        "engine_kind": ctx.engine.kind,
+        "build_id": ctx.build["build_id"],
+        "model": job.model,
+        "model_sha256": ctx.model["sha256"],
+        "model_file_type": ctx.model["metadata"]["file_type"],
+        "workload": "continue_text",
+        "text_kind": ctx.prompt["text_kind"],
+        "corpus": ctx.prompt["corpus"],
+        "prompt_tokens": job.prompt_tokens,
+        "spec_mode": "none",
+        "protocol": job.protocol,
+        "rest_s": job.rest_s,
+        "repeat": job.repeat,
+        "series_position": position,
+        "series_length": job.series_length,
+        "process_id": state.process_id,
+        "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
+        "process_start_reason": state.start_reason,
+        "pid": server.process.pid,
+        "shot_index": state.shots_served,
+        "process_ready_s": server.ready_s,
+        "process_age_s": time.monotonic() - server.process.t_spawn_s,
+        "context_tokens_requested": ctx.settings.context_tokens,
+        "context_tokens_engine": server.context_tokens,
+        "output_tokens_requested": ctx.output_tokens,
+        "threads": ctx.settings.threads,
+        "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        **ctx.identity,
+    }

@@ -1,0 +1,43 @@
+"""A series with its telemetry: one sampler for the whole job; each shot gets a summary."""
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from whichshot.atomic import JsonlJournal, write_text_atomic
+from whichshot.protocol import JobContext, run_job
+from whichshot.telemetry import TelemetryRecorder, open_backends, summarize_shot
+
+
+def run_series_with_telemetry(
+    ctx: JobContext, shots_path: Path, telemetry_path: Path, telemetry: dict[str, Any]
+) -> None:
+    """Run the job's shots under the sampler; then write its samples tagged with shot and process."""
+    backends, caveats = open_backends(telemetry.get("backends", ["auto"]))
+    not_measured = "|".join(sorted({c["sensor"] for c in caveats}))
+    recorder = TelemetryRecorder(backends, interval_s=telemetry.get("interval_s", 0.25))
+
+    def summarize(t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict[str, Any]:
+        samples = recorder.samples_between(t_start_s, t_end_s)
+        summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens)
+        return {**summary, "telemetry_not_measured": not_measured or None}
+
+    ctx.summarize_telemetry = summarize
+    with recorder:
+        records = run_job(ctx, JsonlJournal(shots_path))
+    samples = recorder.samples_between(-math.inf, math.inf)
+    lines = [json.dumps(tag_sample(ctx.job.job_id, s, records)) + "\n" for s in samples]
+    write_text_atomic(telemetry_path, "".join(lines))
+
+
+def tag_sample(job_id: str, sample: dict[str, Any], shots: list[dict[str, Any]]) -> dict:
+    """The sample with the job, and the shot and process whose window holds it (else None)."""
+    t_s = sample["t_mono_s"]
+    inside = next((s for s in shots if s["t_request_mono_s"] <= t_s <= s["t_end_mono_s"]), None)
+    return {
+        "job_id": job_id,
+        "shot_id": inside["shot_id"] if inside else None,
+        "process_id": inside["process_id"] if inside else None,
+        **sample,
+    }

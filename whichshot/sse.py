@@ -1,0 +1,80 @@
+"""A lean streaming client: one connection per shot, a timestamp per server event."""
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from whichshot.errors import WhichshotError
+
+
+class MalformedStream(WhichshotError):
+    """The engine sent something that is not the JSON event stream we asked for."""
+
+
+@dataclass
+class StreamedResponse:
+    """Raw record of one streamed request: when it was sent and when each event arrived."""
+
+    t_request_s: float
+    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    t_end_s: float | None = None
+    http_status: int | None = None
+
+
+def post_stream(url: str, payload: dict[str, Any], timeout_s: float, max_events: int) -> StreamedResponse:
+    """POST `payload` with stream=true and timestamp every `data:` event on the monotonic clock."""
+    headers = {"Connection": "close", "Accept": "text/event-stream"}
+    record = StreamedResponse(t_request_s=time.monotonic())
+    with requests.post(url, json=payload, stream=True, timeout=timeout_s, headers=headers) as resp:
+        record.http_status = resp.status_code
+        if resp.status_code != 200:
+            raise MalformedStream(f"HTTP {resp.status_code}: {_short(resp.text)}")
+        for data in _sse_data_lines(resp):
+            t_arrival = time.monotonic()
+            if data == "[DONE]":
+                break
+            record.events.append((t_arrival, _parse_event(data)))
+            if len(record.events) > max_events:
+                raise MalformedStream(f"more than {max_events} events: output far longer than asked")
+    record.t_end_s = time.monotonic()
+    return record
+
+
+def _sse_data_lines(resp: requests.Response) -> Iterator[str]:
+    # chunk_size=None yields each chunk as it arrives; a fixed size would hold tokens back.
+    buffer = b""
+    for chunk in resp.iter_content(chunk_size=None):
+        buffer += chunk
+        while b"\n" in buffer:
+            raw_line, buffer = buffer.split(b"\n", 1)
+            line = _decode(raw_line).strip()
+            if line.startswith("data:"):
+                yield line[5:].strip()
+            elif line.startswith("error:"):
+                raise MalformedStream(f"engine error event: {_short(line[6:])}")
+
+
+def _decode(raw_line: bytes) -> str:
+    try:
+        return raw_line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedStream(f"invalid UTF-8 in event stream at byte {exc.start}") from None
+
+
+def _parse_event(data: str) -> dict[str, Any]:
+    try:
+        event = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise MalformedStream(f"malformed JSON event ({exc.msg}): {_short(data)}") from None
+    if not isinstance(event, dict):
+        raise MalformedStream(f"event is not a JSON object: {_short(data)}")
+    return event
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

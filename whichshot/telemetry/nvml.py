@@ -1,0 +1,302 @@
+"""NVIDIA GPU telemetry through NVML (pynvml from nvidia-ml-py).
+
+read_raw() returns what NVML returns (ints in NVML's units); decode() turns that into sample
+columns, so decoding is tested on recorded raw samples without a GPU.
+"""
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import pynvml
+
+from whichshot.telemetry.base import NVML_COLUMNS, Reading, SensorValue, error_text, not_readable
+
+BACKEND = "nvml"
+
+# (pynvml constant suffix, our name). Each bit is looked up under the current name
+# (nvmlClocksEventReason*) and the deprecated one (nvmlClocksThrottleReason*), so the
+# decoding follows the pynvml that is installed rather than numbers copied here.
+_REASON_NAMES: tuple[tuple[str, str], ...] = (
+    ("GpuIdle", "gpu_idle"),
+    ("ApplicationsClocksSetting", "applications_clocks_setting"),
+    ("SwPowerCap", "sw_power_cap"),
+    ("HwSlowdown", "hw_slowdown"),
+    ("SyncBoost", "sync_boost"),
+    ("SwThermalSlowdown", "sw_thermal_slowdown"),
+    ("HwThermalSlowdown", "hw_thermal_slowdown"),
+    ("HwPowerBrakeSlowdown", "hw_power_brake_slowdown"),
+    ("DisplayClockSetting", "display_clock_setting"),
+)
+
+# hw_slowdown is left out on purpose: NVML raises it for temperature, power brake or
+# over-current alike, so it does not say "thermal" by itself.
+THERMAL_REASONS: frozenset[str] = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
+
+
+def _reason_bit(suffix: str) -> int | None:
+    """The bit pynvml defines for a clock-event reason, under either of its names."""
+    for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+        bit = getattr(pynvml, prefix + suffix, None)
+        if bit is not None:
+            return int(bit)
+    return None
+
+
+def _reason_bits() -> tuple[tuple[int, str], ...]:
+    """(bit, name) for every reason pynvml knows, in bit order."""
+    pairs = [(_reason_bit(suffix), name) for suffix, name in _REASON_NAMES]
+    return tuple(sorted((bit, name) for bit, name in pairs if bit))
+
+
+REASON_BITS: tuple[tuple[int, str], ...] = _reason_bits()
+REASON_ORDER: tuple[str, ...] = tuple(name for _, name in REASON_BITS)
+
+
+_KNOWN_MASK = sum(bit for bit, _ in REASON_BITS)
+
+
+def decode_throttle_reasons(mask: int) -> list[str]:
+    """Names of the clock-event (throttle) reason bits set in mask; unknown bits by number."""
+    names = [name for bit, name in REASON_BITS if mask & bit]
+    unknown = mask & ~_KNOWN_MASK
+    position = 0
+    while unknown >> position:
+        if (unknown >> position) & 1:
+            names.append(f"unknown_bit_{position}")
+        position += 1
+    return names
+
+
+# Raw field read every tick -> the sample column it decodes to.
+DYNAMIC_FIELDS: dict[str, str] = {
+    "clock_sm_mhz": "gpu_sm_clock_mhz",
+    "clock_mem_mhz": "gpu_mem_clock_mhz",
+    "power_mw": "gpu_power_w",
+    "energy_mj": "gpu_energy_j",
+    "temp_c": "gpu_temp_c",
+    "clocks_event_reasons": "gpu_throttle_reasons",
+}
+GPM_FIELDS: dict[str, str] = {
+    "gpm_dram_bw_util_pct": "gpu_dram_bw_util_pct",
+    "gpm_sm_util_pct": "gpu_sm_util_pct",
+}
+STATIC_FIELDS: dict[str, str] = {"index": "gpu_index", "name": "gpu_name"}
+RAW_TO_COLUMN: dict[str, str] = {**STATIC_FIELDS, **DYNAMIC_FIELDS, **GPM_FIELDS}
+
+Reader = Callable[[Any], int]
+
+
+def _clocks_event_reasons(handle: Any) -> int:
+    """The current clock-event reason mask, through the deprecated call on older drivers."""
+    try:
+        return pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+    except (pynvml.NVMLError_FunctionNotFound, AttributeError):
+        return pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+
+
+READERS: dict[str, Reader] = {
+    "clock_sm_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+    "clock_mem_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+    "power_mw": pynvml.nvmlDeviceGetPowerUsage,
+    "energy_mj": pynvml.nvmlDeviceGetTotalEnergyConsumption,
+    "temp_c": lambda h: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+    "clocks_event_reasons": _clocks_event_reasons,
+}
+
+
+class GpmSampler:
+    """GPM metrics over the interval between two consecutive read() calls."""
+
+    METRIC_IDS: dict[str, int] = {
+        "gpm_dram_bw_util_pct": pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+        "gpm_sm_util_pct": pynvml.NVML_GPM_METRIC_SM_UTIL,
+    }
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._prev = pynvml.nvmlGpmSampleAlloc()
+        self._cur = pynvml.nvmlGpmSampleAlloc()
+        self._have_prev = False
+        # One query struct (~19 KB) reused every tick rather than built each time.
+        self._query = pynvml.c_nvmlGpmMetricsGet_t()
+        self._query.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        self._query.numMetrics = len(self.METRIC_IDS)
+        for slot, metric_id in enumerate(self.METRIC_IDS.values()):
+            self._query.metrics[slot].metricId = metric_id
+
+    def read(self) -> tuple[dict[str, float | None], dict[str, str]]:
+        """Metric values since the previous read; None (no error) on the first read."""
+        values: dict[str, float | None] = dict.fromkeys(self.METRIC_IDS)
+        try:
+            pynvml.nvmlGpmSampleGet(self._handle, self._cur)
+        except pynvml.NVMLError as exc:
+            self._have_prev = False
+            return values, dict.fromkeys(self.METRIC_IDS, f"nvmlGpmSampleGet: {error_text(exc)}")
+        if not self._have_prev:
+            self._swap()
+            return values, {}
+        errors = self._metrics_into(values)
+        self._swap()
+        return values, errors
+
+    def _metrics_into(self, values: dict[str, float | None]) -> dict[str, str]:
+        """Fill values from nvmlGpmMetricsGet over (prev, cur); return per-metric errors."""
+        self._query.sample1 = self._prev
+        self._query.sample2 = self._cur
+        try:
+            pynvml.nvmlGpmMetricsGet(self._query)
+        except pynvml.NVMLError as exc:
+            return dict.fromkeys(self.METRIC_IDS, f"nvmlGpmMetricsGet: {error_text(exc)}")
+        errors: dict[str, str] = {}
+        for slot, field in enumerate(self.METRIC_IDS):
+            metric = self._query.metrics[slot]
+            if metric.nvmlReturn == pynvml.NVML_SUCCESS:
+                values[field] = float(metric.value)
+            else:
+                text = error_text(pynvml.NVMLError(metric.nvmlReturn))
+                errors[field] = f"nvmlGpmMetricsGet metric {metric.metricId}: {text}"
+        return errors
+
+    def _swap(self) -> None:
+        self._prev, self._cur = self._cur, self._prev
+        self._have_prev = True
+
+    def close(self) -> None:
+        """Free both GPM sample buffers."""
+        for sample in (self._prev, self._cur):
+            with contextlib.suppress(pynvml.NVMLError):
+                pynvml.nvmlGpmSampleFree(sample)
+
+
+def read_static(handle: Any, index: int) -> dict[str, Any]:
+    """Fields that do not change while the process runs."""
+    name = pynvml.nvmlDeviceGetName(handle)
+    return {"index": index, "name": name.decode() if isinstance(name, bytes) else name}
+
+
+def read_raw(
+    handle: Any, gpm: GpmSampler | None = None, fields: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Raw NVML values for fields (default: all dynamic ones); failures under 'errors'."""
+    raw: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for field in DYNAMIC_FIELDS if fields is None else fields:
+        try:
+            raw[field] = READERS[field](handle)
+        except pynvml.NVMLError as exc:
+            raw[field] = None
+            errors[field] = error_text(exc)
+    if gpm is not None:
+        gpm_values, gpm_errors = gpm.read()
+        raw.update(gpm_values)
+        errors.update(gpm_errors)
+    raw["errors"] = errors
+    return raw
+
+
+def _scaled(value: int | None, divisor: float) -> float | None:
+    return None if value is None else value / divisor
+
+
+def decode(raw: dict[str, Any]) -> dict[str, SensorValue]:
+    """Sample columns from a raw NVML record: mW -> W, mJ -> J, reason mask -> names."""
+    mask = raw.get("clocks_event_reasons")
+    return {
+        "gpu_index": raw.get("index"),
+        "gpu_name": raw.get("name"),
+        "gpu_sm_clock_mhz": raw.get("clock_sm_mhz"),
+        "gpu_mem_clock_mhz": raw.get("clock_mem_mhz"),
+        "gpu_power_w": _scaled(raw.get("power_mw"), 1000.0),
+        "gpu_energy_j": _scaled(raw.get("energy_mj"), 1000.0),
+        "gpu_temp_c": raw.get("temp_c"),
+        "gpu_throttle_reasons": None if mask is None else "|".join(decode_throttle_reasons(mask)),
+        "gpu_dram_bw_util_pct": raw.get("gpm_dram_bw_util_pct"),
+        "gpu_sm_util_pct": raw.get("gpm_sm_util_pct"),
+    }
+
+
+class NvmlBackend:
+    """One GPU's clocks, power, energy, temperature, throttle reasons and GPM metrics."""
+
+    name = BACKEND
+    columns = NVML_COLUMNS
+
+    def __init__(
+        self, handle: Any, static: dict[str, Any], fields: tuple[str, ...], gpm: GpmSampler | None
+    ) -> None:
+        self._handle = handle
+        self._static = static
+        self._fields = fields
+        self._gpm = gpm
+
+    def read(self) -> Reading:
+        """One NVML read of every sensor found readable at open."""
+        raw = read_raw(self._handle, self._gpm, self._fields)
+        errors = {RAW_TO_COLUMN[field]: text for field, text in raw.pop("errors").items()}
+        return Reading(decode({**self._static, **raw}), errors)
+
+    def close(self) -> None:
+        """Free GPM buffers and release this backend's NVML reference."""
+        if self._gpm is not None:
+            self._gpm.close()
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def _probe_fields(handle: Any) -> tuple[tuple[str, ...], list[dict[str, str]]]:
+    """Dynamic fields that read once without error, and caveats for the rest."""
+    readable: list[str] = []
+    caveats: list[dict[str, str]] = []
+    for field, column in DYNAMIC_FIELDS.items():
+        try:
+            READERS[field](handle)
+            readable.append(field)
+        except pynvml.NVMLError as exc:
+            caveats += not_readable((column,), BACKEND, f"NVML read failed: {error_text(exc)}")
+    return tuple(readable), caveats
+
+
+def _open_gpm(handle: Any) -> tuple[GpmSampler | None, list[dict[str, str]]]:
+    """A GPM sampler if this GPU supports GPM and a first sample works, else caveats."""
+    columns = tuple(GPM_FIELDS.values())
+    try:
+        support = pynvml.nvmlGpmQueryDeviceSupport(handle)
+    except (pynvml.NVMLError, AttributeError) as exc:
+        return None, not_readable(columns, BACKEND, f"GPM query failed: {error_text(exc)}")
+    if not support.isSupportedDevice:
+        reason = "GPM unsupported on this GPU (nvmlGpmQueryDeviceSupport: not supported)"
+        return None, not_readable(columns, BACKEND, reason)
+    try:
+        gpm = GpmSampler(handle)
+    except pynvml.NVMLError as exc:
+        return None, not_readable(columns, BACKEND, f"GPM sample alloc failed: {error_text(exc)}")
+    _, errors = gpm.read()
+    if errors:
+        gpm.close()
+        first_error = next(iter(errors.values()))
+        return None, not_readable(columns, BACKEND, f"GPM sample failed: {first_error}")
+    return gpm, []
+
+
+def open_nvml(index: int = 0) -> tuple[NvmlBackend | None, list[dict[str, str]]]:
+    """Init NVML once and open GPU `index` (NVML order); None plus caveats when impossible."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        reason = f"no NVIDIA driver (NVML init failed: {exc})"
+        return None, not_readable(NVML_COLUMNS, BACKEND, reason)
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        if index >= count:
+            pynvml.nvmlShutdown()
+            reason = f"no NVIDIA GPU at index {index} (NVML sees {count})"
+            return None, not_readable(NVML_COLUMNS, BACKEND, reason)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        static = read_static(handle, index)
+    except pynvml.NVMLError as exc:
+        pynvml.nvmlShutdown()
+        return None, not_readable(NVML_COLUMNS, BACKEND, f"NVML device open failed: {exc}")
+    fields, caveats = _probe_fields(handle)
+    gpm, gpm_caveats = _open_gpm(handle)
+    return NvmlBackend(handle, static, fields, gpm), caveats + gpm_caveats

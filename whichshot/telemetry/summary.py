@@ -1,0 +1,126 @@
+"""Per-shot telemetry summary: the columns shots.parquet carries for each shot."""
+
+import statistics
+from collections.abc import Sequence
+
+from whichshot.telemetry.base import Sample
+from whichshot.telemetry.nvml import REASON_ORDER, THERMAL_REASONS
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "sm_clock_median_mhz",
+    "sm_clock_min_mhz",
+    "mem_clock_median_mhz",
+    "gpu_power_median_w",
+    "gpu_power_reliable",
+    "gpu_energy_j",
+    "energy_j_per_token",
+    "gpu_temp_max_c",
+    "throttle_reasons_seen",
+    "thermal_throttle_seen",
+    "dram_bw_util_median_pct",
+    "sm_util_median_pct",
+    "cpu_freq_median_mhz",
+    "cpu_energy_j",
+    "cpu_temp_max_c",
+    "telemetry_samples",
+    "telemetry_backends",
+)
+
+# NVML's power reading is a trailing average (about a second on recent GPUs), so its median
+# over a shorter shot mostly describes what ran before the shot (DESIGN.md, Telemetry backends).
+POWER_RELIABLE_MIN_S = 1.0
+
+
+def _values(samples: Sequence[Sample], column: str) -> list:
+    return [s[column] for s in samples if s.get(column) is not None]
+
+
+def _median(samples: Sequence[Sample], column: str) -> float | None:
+    values = _values(samples, column)
+    return float(statistics.median(values)) if values else None
+
+
+def _min(samples: Sequence[Sample], column: str) -> float | None:
+    values = _values(samples, column)
+    return min(values) if values else None
+
+
+def _max(samples: Sequence[Sample], column: str) -> float | None:
+    values = _values(samples, column)
+    return max(values) if values else None
+
+
+def counter_delta(samples: Sequence[Sample], column: str, t_start_s: float, t_end_s: float) -> float | None:
+    """Counter at the first reading at/after t_end minus the last at/before t_start."""
+    readings = [(s["t_mono_s"], s[column]) for s in samples if s.get(column) is not None]
+    before = [value for t_mono_s, value in readings if t_mono_s <= t_start_s]
+    after = [value for t_mono_s, value in readings if t_mono_s >= t_end_s]
+    if not before or not after:
+        return None
+    delta = after[0] - before[-1]
+    return delta if delta >= 0 else None  # a counter that went back was reset: no value
+
+
+def _union_in_order(labels: list[str], order: Sequence[str]) -> list[str]:
+    """Distinct '|'-separated names of labels, known ones in `order`, others after, sorted."""
+    seen = {name for label in labels for name in label.split("|") if name}
+    return [n for n in order if n in seen] + sorted(seen - set(order))
+
+
+def _throttle(window: Sequence[Sample]) -> tuple[str | None, bool | None]:
+    """('|'-joined reasons seen, whether a thermal one was among them); None if never read."""
+    labels = _values(window, "gpu_throttle_reasons")
+    if not labels:
+        return None, None
+    reasons = _union_in_order(labels, REASON_ORDER)
+    return "|".join(reasons), bool(THERMAL_REASONS & set(reasons))
+
+
+def _backends(window: Sequence[Sample]) -> str | None:
+    labels = _values(window, "telemetry_backends")
+    if not labels:
+        return None
+    names: list[str] = []
+    for label in labels:
+        names += [n for n in label.split("|") if n and n not in names]
+    return "|".join(names)
+
+
+def _per_token(energy_j: float | None, output_tokens: int) -> float | None:
+    if energy_j is None or output_tokens <= 0:
+        return None
+    return energy_j / output_tokens
+
+
+def summarize_shot(samples: Sequence[Sample], t_start_s: float, t_end_s: float, output_tokens: int) -> dict:
+    """SUMMARY_COLUMNS for one shot; None wherever nothing was measured.
+
+    Medians, minima and maxima use samples with t_mono_s in [t_start_s, t_end_s]; energies are
+    counter deltas from the last sample at/before t_start_s to the first at/after t_end_s, so
+    pass samples reaching past both ends (TelemetryRecorder.samples_around does).
+    """
+    window = [s for s in samples if t_start_s <= s["t_mono_s"] <= t_end_s]
+    power_median_w = _median(window, "gpu_power_w")
+    gpu_energy_j = counter_delta(samples, "gpu_energy_j", t_start_s, t_end_s)
+    throttle_seen, thermal_seen = _throttle(window)
+    return {
+        "sm_clock_median_mhz": _median(window, "gpu_sm_clock_mhz"),
+        "sm_clock_min_mhz": _min(window, "gpu_sm_clock_mhz"),
+        "mem_clock_median_mhz": _median(window, "gpu_mem_clock_mhz"),
+        "gpu_power_median_w": power_median_w,
+        "gpu_power_reliable": (
+            None if power_median_w is None else t_end_s - t_start_s >= POWER_RELIABLE_MIN_S
+        ),
+        "gpu_energy_j": gpu_energy_j,
+        "energy_j_per_token": _per_token(gpu_energy_j, output_tokens),
+        "gpu_temp_max_c": _max(window, "gpu_temp_c"),
+        "throttle_reasons_seen": throttle_seen,
+        "thermal_throttle_seen": thermal_seen,
+        "dram_bw_util_median_pct": _median(window, "gpu_dram_bw_util_pct"),
+        "sm_util_median_pct": _median(window, "gpu_sm_util_pct"),
+        "cpu_freq_median_mhz": _median(window, "cpu_freq_mhz"),
+        "cpu_energy_j": counter_delta(samples, "cpu_energy_j", t_start_s, t_end_s),
+        "cpu_temp_max_c": _max(window, "cpu_temp_c"),
+        "telemetry_samples": len(window),
+        "telemetry_backends": _backends(window),
+    }

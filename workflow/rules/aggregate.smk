@@ -1,0 +1,11 @@
+rule aggregate_shots:
+    input:
+        shots=shots_of_all_jobs(),
+        telemetry=[path.replace("shots/", "telemetry/") for path in shots_of_all_jobs()],
+    output:
+        shots="results/shots.parquet",
+        telemetry="results/telemetry.parquet",
+    log:
+        "logs/aggregate_shots/aggregate_shots.log",
+    script:
+        "../scripts/aggregate_shots.py"

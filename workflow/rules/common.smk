@@ -1,0 +1,90 @@
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+sys.path.insert(0, workflow.basedir)
+
+from whichshot.config import check_config, load_schema
+from whichshot.errors import WhichshotError
+from whichshot.grid import expand_jobs
+
+SCHEMA_FILE = "../schemas/config.schema.yaml"
+
+try:
+    check_config(config, load_schema())
+except WhichshotError as error:
+    raise WorkflowError(str(error)) from None
+validate(config, SCHEMA_FILE)
+
+JOBS = {job.job_id: job for job in expand_jobs(config)}
+
+
+wildcard_constraints:
+    engine="|".join(config["engines"]),
+    model="|".join(config["models"]),
+    job="|".join(JOBS).replace(".", r"\."),
+
+
+def all_outputs():
+    """Everything `rule all` asks for: tables and the report."""
+    return [
+        "results/shots.parquet",
+        "results/figures.parquet",
+        "results/report/index.html",
+    ]
+
+
+def shots_of_all_jobs():
+    return [f"results/shots/{job_id}.jsonl" for job_id in JOBS]
+
+
+def job_inputs(wildcards):
+    """A job needs its engine's build, its model and its prompts."""
+    job = JOBS[wildcards.job]
+    return {
+        "build": f"results/engines/{job.engine}/build.json",
+        "model": f"results/models/{job.model}.json",
+        "prompts": f"results/prompts/{job.engine}/{job.model}.json",
+    }
+
+
+def bench_outputs():
+    if not config["bench"]["enabled"]:
+        return []
+    return [
+        f"results/bench/{engine}/{model}.json"
+        for engine in config["engines"]
+        for model in config["models"]
+    ]
+
+
+def engine_spec(wildcards):
+    return config["engines"][wildcards.engine]
+
+
+def model_spec(wildcards):
+    return config["models"][wildcards.model]
+
+
+def job_spec(wildcards):
+    return JOBS[wildcards.job].as_dict()
+
+
+def bench_inputs(wildcards):
+    return {
+        "build": f"results/engines/{wildcards.engine}/build.json",
+        "model": f"results/models/{wildcards.model}.json",
+    }
+
+
+def figure_inputs(wildcards):
+    return {
+        "shots": "results/shots.parquet",
+        "builds": [
+            f"results/engines/{engine}/build.json" for engine in config["engines"]
+        ],
+        "models": [f"results/models/{model}.json" for model in config["models"]],
+        "bench": bench_outputs(),
+    }

@@ -1,0 +1,11 @@
+rule build_engine:
+    output:
+        "results/engines/{engine}/build.json",
+    log:
+        "logs/build_engine/{engine}.log",
+    threads: workflow.cores
+    params:
+        spec=engine_spec,
+        cache_dir=config["cache_dir"],
+    script:
+        "../scripts/build_engine.py"

@@ -1,0 +1,10 @@
+rule fetch_model:
+    output:
+        "results/models/{model}.json",
+    log:
+        "logs/fetch_model/{model}.log",
+    params:
+        spec=model_spec,
+        cache_dir=config["cache_dir"],
+    script:
+        "../scripts/fetch_model.py"

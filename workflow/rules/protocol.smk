@@ -1,0 +1,38 @@
+rule run_series:
+    input:
+        unpack(job_inputs),
+    output:
+        shots="results/shots/{job}.jsonl",
+        telemetry="results/telemetry/{job}.jsonl",
+    log:
+        "logs/run_series/{job}.log",
+    resources:
+        measurement_slot=1,
+    params:
+        job=job_spec,
+        run_id=config["run_id"],
+        engines=config["engines"],
+        protocol=config["protocol"],
+        server=config["server"],
+        telemetry=config["telemetry"],
+        log_dir=subpath(output.shots, strip_suffix=".jsonl"),
+    script:
+        "../scripts/run_series.py"
+
+
+rule bench_engine:
+    input:
+        unpack(bench_inputs),
+    output:
+        "results/bench/{engine}/{model}.json",
+    log:
+        "logs/bench_engine/{engine}/{model}.log",
+    resources:
+        measurement_slot=1,
+    params:
+        engine=engine_spec,
+        lengths=config["prompts"]["lengths"],
+        output_tokens=config["protocol"]["output_tokens"],
+        repetitions=config["bench"]["repetitions"],
+    script:
+        "../scripts/bench_engine.py"

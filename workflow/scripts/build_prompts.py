@@ -1,0 +1,34 @@
+"""Cut the prompts to exact token counts with the engine's own tokenizer."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
+
+from engines import load_engine
+from whichshot.atomic import write_json_atomic
+from whichshot.corpus import load_corpus
+from whichshot.entry import run_script
+from whichshot.prompts import cut_prompts
+from whichshot.settings import server_settings
+
+
+def main(smk):
+    build = json.loads(Path(smk.input.build).read_text())
+    model = json.loads(Path(smk.input.model).read_text())
+    meta = model["metadata"]
+    engine = load_engine(smk.params.engine["kind"])
+    settings = server_settings(smk.params.engine, smk.params.server)
+    log_path = Path(smk.log[0]).with_suffix(".server.log")
+    server = engine.start(build, Path(model["path"]), settings, log_path)
+    try:
+        bos = meta["bos_token_id"] if meta.get("add_bos_token") else None
+        corpus = load_corpus(smk.params.prompts.get("corpus", "pydoc_topics"))
+        prompts = cut_prompts(server, corpus, smk.params.prompts["lengths"], bos)
+    finally:
+        server.stop()
+    write_json_atomic(Path(smk.output[0]), prompts)
+
+
+run_script(snakemake, main)

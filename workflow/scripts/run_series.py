@@ -1,0 +1,41 @@
+"""Run one series of shots (one grid job) with telemetry; write shots and samples as JSONL."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
+
+from engines import load_engine
+from whichshot.entry import run_script
+from whichshot.grid import Job
+from whichshot.host import host_identity
+from whichshot.protocol import JobContext
+from whichshot.series import run_series_with_telemetry
+from whichshot.settings import server_settings
+
+
+def main(smk):
+    job = Job(**smk.params.job)
+    engine_spec = smk.params.engines[job.engine]
+    model = json.loads(Path(smk.input.model).read_text())
+    prompts = json.loads(Path(smk.input.prompts).read_text())
+    prompt = {**prompts, **prompts["prompts"][str(job.prompt_tokens)]}
+    ctx = JobContext(
+        job=job,
+        run_id=smk.params.run_id,
+        engine=load_engine(engine_spec["kind"]),
+        build=json.loads(Path(smk.input.build).read_text()),
+        model_path=Path(model["path"]),
+        model=model,
+        prompt=prompt,
+        settings=server_settings(engine_spec, smk.params.server),
+        output_tokens=smk.params.protocol["output_tokens"],
+        shot_timeout_s=smk.params.server["shot_timeout_s"],
+        log_dir=Path(smk.params.log_dir.replace("results/shots", "logs/engines")),
+        identity=host_identity(),
+    )
+    run_series_with_telemetry(ctx, Path(smk.output.shots), Path(smk.output.telemetry), smk.params.telemetry)
+
+
+run_script(snakemake, main)
