@@ -46,26 +46,41 @@ def _per_wall(cpu_s: float | None, wall_s: float) -> float | None:
     return None if cpu_s is None else round(cpu_s / wall_s, 5)
 
 
-def bench(backend_names: list[str], seconds: float, interval_s: float) -> dict:
+def _sleep_or_mark(recorder: TelemetryRecorder, seconds: float, mark_every_s: float) -> int:
+    """Sleep for seconds, calling recorder.mark() every mark_every_s as shot edges would."""
+    if mark_every_s <= 0:
+        time.sleep(seconds)
+        return 0
+    end_s, marks = time.monotonic() + seconds, 0
+    while (left_s := end_s - time.monotonic()) > 0:
+        time.sleep(min(mark_every_s, left_s))
+        recorder.mark()
+        marks += 1
+    return marks
+
+
+def bench(backend_names: list[str], seconds: float, interval_s: float, mark_every_s: float = 0.0) -> dict:
     """Run the recorder for `seconds` and return its cost and lateness."""
     backends, caveats = open_backends(backend_names)
     recorder = TelemetryRecorder(backends, interval_s=interval_s)
     cpu0_s, wall0_s = time.process_time(), time.monotonic()
     recorder.start()
     sampler_id = _sampler_thread_id()
-    time.sleep(seconds)
+    marks = _sleep_or_mark(recorder, seconds, mark_every_s)
     psutil_cpu_s = _psutil_thread_cpu_s(sampler_id)
     recorder.stop()
     cpu_s, wall_s = time.process_time() - cpu0_s, time.monotonic() - wall0_s
     close_backends(backends)
     samples = recorder.samples_between(-math.inf, math.inf)
-    lateness_ms = [s["lateness_s"] * 1000 for s in samples]
+    ticks = [s for s in samples if s["lateness_s"] is not None]  # mark() samples have none
+    lateness_ms = [s["lateness_s"] * 1000 for s in ticks]
     return {
         "backends": [b.name for b in backends],
         "caveats": sorted(f"{c['id']}:{c['sensor']}" for c in caveats),
         "interval_s": interval_s,
         "wall_s": round(wall_s, 3),
         "samples": len(samples),
+        "marks": marks,
         "missed_ticks": recorder.missed_ticks,
         "gaps": len(recorder.gaps),
         # Whole process (sampler + this sleeping main thread), from time.process_time().
@@ -85,8 +100,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--interval-s", type=float, default=0.25)
     parser.add_argument("--backends", default="auto", help="comma-separated, as in config")
+    parser.add_argument("--mark-every-s", type=float, default=0.0, help="call mark() this often (0: never)")
     args = parser.parse_args(argv)
-    result = bench(args.backends.split(","), args.seconds, args.interval_s)
+    result = bench(args.backends.split(","), args.seconds, args.interval_s, args.mark_every_s)
     print(json.dumps(result, indent=1))
     return 0
 

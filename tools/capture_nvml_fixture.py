@@ -95,7 +95,7 @@ def _idle(sampler: Sampler, count: int, interval_s: float) -> None:
 def _load_and_after(sampler: Sampler, args: argparse.Namespace) -> dict[str, Any]:
     """Sample while bf16 matmuls are queued on the GPU, then after they drain."""
     try:
-        import torch  # noqa: PLC0415 - imported late: a CUDA context changes idle clocks
+        import torch  # imported late: a CUDA context changes idle clocks
     except ImportError as exc:
         return {"ran": False, "reason": f"torch not importable: {exc}"}
     if not torch.cuda.is_available():
@@ -147,7 +147,11 @@ def _busy_for(torch: Any, a: Any, b: Any, per_batch: int, seconds: float) -> Non
 
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
-    pynvml.nvmlInit()
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        print(f"cannot record: NVML init failed ({exc}); needs an NVIDIA GPU", file=sys.stderr)
+        return 1
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(args.gpu)
         gpm, gpm_note = _open_gpm(handle)

@@ -71,6 +71,13 @@ def sensors_unreadable(ev: Evidence) -> Caveat | None:
     )
 
 
+def sensor_fallback(ev: Evidence) -> Caveat | None:
+    notes = sorted({n for joined in ev.shots["telemetry_fallbacks"].dropna() for n in joined.split("|")})
+    if not notes:
+        return None
+    return Caveat("sensor_fallback", "Read from a weaker source: " + "; ".join(notes) + ".", [])
+
+
 def client_engine_disagree(ev: Evidence) -> Caveat | None:
     bad = [f for f in ev.figures if f.metric == "client_vs_engine_decode_ratio"
            and f.value is not None and abs(f.value - 1) > CLIENT_ENGINE_TOLERANCE]  # fmt: skip
@@ -164,7 +171,7 @@ def context_reduced(ev: Evidence) -> Caveat | None:
     )
 
 
-RULES = (single_machine, one_repeat, sensors_unreadable, client_engine_disagree, bench_disagree,
+RULES = (single_machine, one_repeat, sensors_unreadable, sensor_fallback, client_engine_disagree, bench_disagree,
          other_tool, prompt_cache_used, outliers_present, failed_shots, context_reduced)  # fmt: skip
 
 

@@ -1,11 +1,10 @@
 """Run one series (job): start processes, send shots, rest, record every shot durably."""
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 
@@ -21,7 +20,13 @@ from whichshot.records import (
     output_fields,
 )
 
-ShotSummarizer = Callable[[float, float, int | None], dict[str, Any]]
+
+class ShotTelemetry(Protocol):
+    """Brackets each shot with samples and summarises the window."""
+
+    def mark(self) -> None: ...
+
+    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict: ...
 
 
 @dataclass
@@ -40,7 +45,7 @@ class JobContext:
     shot_timeout_s: float
     log_dir: Path
     identity: dict[str, Any] = field(default_factory=dict)
-    summarize_telemetry: ShotSummarizer | None = None
+    telemetry: ShotTelemetry | None = None
 
 
 @dataclass
@@ -58,12 +63,13 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
     finished = {r["series_position"] for r in records}
     process_seq = 1 + max((r["process_seq"] for r in records), default=0)
     state: _ProcessState | None = None
+    engine_died = False
     try:
         for position in range(1, ctx.job.series_length + 1):
             if position in finished:
                 continue
             if state is None or ctx.job.fresh_process_before(position):
-                reason = _start_reason(ctx.job, position, records, state)
+                reason = _start_reason(ctx.job, position, engine_died)
                 _stop(state)
                 state = _start(ctx, process_seq, reason)
                 process_seq += 1
@@ -74,19 +80,19 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
             records.append(record)
             if record["status"] != "ok" and not state.server.process.alive():
                 _stop(state)
-                state = None
+                state, engine_died = None, True
     finally:
         _stop(state)
     journal.promote()
     return records
 
 
-def _start_reason(job: Job, position: int, records: list, state: _ProcessState | None) -> str:
+def _start_reason(job: Job, position: int, engine_died: bool) -> str:
     if job.protocol == "cold":
         return "cold"
-    if position == 1:
-        return "series_start"
-    return "after_engine_death" if state is None and records else "resumed"
+    if engine_died:
+        return "after_engine_death"
+    return "series_start" if position == 1 else "resumed"
 
 
 def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
@@ -109,6 +115,8 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         timeout_s=ctx.shot_timeout_s,
     )
     record = _identity(ctx, state, position)
+    if ctx.telemetry is not None:
+        ctx.telemetry.mark()
     t_start_s = time.monotonic()
     try:
         outcome = state.server.shot(request)
@@ -127,10 +135,10 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
 
 
 def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) -> dict:
-    if ctx.summarize_telemetry is not None:
-        record.update(
-            ctx.summarize_telemetry(record["t_request_mono_s"], record["t_end_mono_s"], output_tokens)
-        )
+    if ctx.telemetry is not None:
+        ctx.telemetry.mark()
+        window = (record["t_request_mono_s"], record["t_end_mono_s"])
+        record.update(ctx.telemetry.summarize(*window, output_tokens))
     return record
 
 

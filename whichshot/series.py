@@ -7,7 +7,31 @@ from typing import Any
 
 from whichshot.atomic import JsonlJournal, write_text_atomic
 from whichshot.protocol import JobContext, run_job
-from whichshot.telemetry import TelemetryRecorder, open_backends, summarize_shot
+from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends, summarize_shot
+from whichshot.telemetry.base import FALLBACK, NOT_READABLE
+
+
+class RecorderTelemetry:
+    """The protocol's per-shot telemetry hooks on top of one TelemetryRecorder."""
+
+    def __init__(self, recorder: TelemetryRecorder, caveats: list[dict[str, str]]) -> None:
+        self.recorder = recorder
+        unreadable = {c["sensor"] for c in caveats if c["id"] == NOT_READABLE}
+        self.not_measured = "|".join(sorted(unreadable)) or None
+        fallbacks = {f"{c['sensor']}: {c['reason']}" for c in caveats if c["id"] == FALLBACK}
+        self.fallbacks = "|".join(sorted(fallbacks)) or None
+
+    def mark(self) -> None:
+        self.recorder.mark()
+
+    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict:
+        samples = self.recorder.samples_around(t_start_s, t_end_s)
+        summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens)
+        return {
+            **summary,
+            "telemetry_not_measured": self.not_measured,
+            "telemetry_fallbacks": self.fallbacks,
+        }
 
 
 def run_series_with_telemetry(
@@ -15,17 +39,13 @@ def run_series_with_telemetry(
 ) -> None:
     """Run the job's shots under the sampler; then write its samples tagged with shot and process."""
     backends, caveats = open_backends(telemetry.get("backends", ["auto"]))
-    not_measured = "|".join(sorted({c["sensor"] for c in caveats}))
     recorder = TelemetryRecorder(backends, interval_s=telemetry.get("interval_s", 0.25))
-
-    def summarize(t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict[str, Any]:
-        samples = recorder.samples_between(t_start_s, t_end_s)
-        summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens)
-        return {**summary, "telemetry_not_measured": not_measured or None}
-
-    ctx.summarize_telemetry = summarize
-    with recorder:
-        records = run_job(ctx, JsonlJournal(shots_path))
+    ctx.telemetry = RecorderTelemetry(recorder, caveats)
+    try:
+        with recorder:
+            records = run_job(ctx, JsonlJournal(shots_path))
+    finally:
+        close_backends(backends)
     samples = recorder.samples_between(-math.inf, math.inf)
     lines = [json.dumps(tag_sample(ctx.job.job_id, s, records)) + "\n" for s in samples]
     write_text_atomic(telemetry_path, "".join(lines))

@@ -1,4 +1,14 @@
-"""Hardware telemetry sampled during shots: backends, the sampling thread, per-shot summaries."""
+"""Hardware telemetry sampled during shots: backends, the sampling thread, per-shot summaries.
+
+backends, caveats = open_backends(["auto"])
+recorder = TelemetryRecorder(backends, interval_s=0.25, sink=write_row)
+recorder.start()
+recorder.mark(); t_start_s = time.monotonic()   # per shot: mark() brackets the energy
+...                                              # the shot
+t_end_s = time.monotonic(); recorder.mark()
+summary = summarize_shot(recorder.samples_around(t_start_s, t_end_s), t_start_s, t_end_s, n)
+recorder.stop(); close_backends(backends)
+"""
 
 import sys
 from collections.abc import Callable
@@ -64,7 +74,7 @@ def _expand(names: list[str]) -> list[str]:
 
 def _open_one(name: str) -> Opened:
     base, _, index = name.partition(":")
-    if base == "nvml" and index:
+    if base == "nvml" and index.isdigit():
         return open_nvml(int(index))
     if base not in _OPENERS or index:
         known = ", ".join(["auto", "none", *_OPENERS, "nvml:N"])

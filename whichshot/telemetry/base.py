@@ -41,6 +41,9 @@ MAC_COLUMNS: tuple[str, ...] = (
 # so telemetry.parquet has one schema on every machine.
 SAMPLE_COLUMNS: tuple[str, ...] = META_COLUMNS + NVML_COLUMNS + LINUX_COLUMNS + MAC_COLUMNS
 
+# Cumulative counters: a shot's value is the delta between readings that bracket it.
+COUNTER_COLUMNS: tuple[str, ...] = ("gpu_energy_j", "cpu_energy_j")
+
 NOT_READABLE = "sensor_not_readable"
 # The sensor is read, but from a source weaker than the preferred one (reason says which).
 FALLBACK = "sensor_fallback"
@@ -60,8 +63,12 @@ class Backend(Protocol):
     name: str
     columns: tuple[str, ...]
 
-    def read(self) -> Reading:
-        """Read every sensor found readable at open; a sensor failing now goes in errors."""
+    def read(self, full: bool = False) -> Reading:
+        """Read the sensors found readable at open; a sensor failing now goes in errors.
+
+        Slow sensors may be read only every so often (their column None in between);
+        full=True reads them now.
+        """
         ...
 
     def close(self) -> None:

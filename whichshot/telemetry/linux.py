@@ -111,8 +111,8 @@ class LinuxCpuBackend:
         self._rapl = rapl
         self._thermal_fds = thermal_fds
 
-    def read(self) -> Reading:
-        """One read of every sensor found readable at open."""
+    def read(self, full: bool = False) -> Reading:
+        """One read of every sensor found readable at open (all are cheap: full changes nothing)."""
         values: dict[str, SensorValue] = dict.fromkeys(LINUX_COLUMNS)
         errors: dict[str, str] = {}
         if self._freq is not None:

@@ -89,7 +89,7 @@ class PowermetricsBackend:
         self._runner = runner
         self._unreadable = unreadable  # missing at open: already a caveat, not a gap
 
-    def read(self) -> Reading:
+    def read(self, full: bool = False) -> Reading:
         """Run powermetrics once (blocks for its window); a line gone missing is an error."""
         values: dict[str, SensorValue] = dict(parse_powermetrics(self._runner(self._window_ms)))
         errors = {

@@ -86,8 +86,8 @@ def _backends(window: Sequence[Sample]) -> str | None:
     return "|".join(names)
 
 
-def _per_token(energy_j: float | None, output_tokens: int) -> float | None:
-    if energy_j is None or output_tokens <= 0:
+def _per_token(energy_j: float | None, output_tokens: int | None) -> float | None:
+    if energy_j is None or not output_tokens or output_tokens <= 0:
         return None
     return energy_j / output_tokens
 
@@ -96,8 +96,10 @@ def summarize_shot(samples: Sequence[Sample], t_start_s: float, t_end_s: float, 
     """SUMMARY_COLUMNS for one shot; None wherever nothing was measured.
 
     Medians, minima and maxima use samples with t_mono_s in [t_start_s, t_end_s]; energies are
-    counter deltas from the last sample at/before t_start_s to the first at/after t_end_s, so
-    pass samples reaching past both ends (TelemetryRecorder.samples_around does).
+    counter deltas from the last reading at/before t_start_s to the first at/after t_end_s, so
+    pass samples reaching past both ends (TelemetryRecorder.samples_around does). The energy
+    then covers a little more than the shot: as little as the counter's own update period
+    (~100 ms on an H200) when TelemetryRecorder.mark() was called at both edges.
     """
     window = [s for s in samples if t_start_s <= s["t_mono_s"] <= t_end_s]
     power_median_w = _median(window, "gpu_power_w")

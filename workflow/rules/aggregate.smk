@@ -7,5 +7,7 @@ rule aggregate_shots:
         telemetry="results/telemetry.parquet",
     log:
         "logs/aggregate_shots/aggregate_shots.log",
+    conda:
+        ENV
     script:
         "../scripts/aggregate_shots.py"

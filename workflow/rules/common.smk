@@ -19,16 +19,14 @@ except WhichshotError as error:
 validate(config, SCHEMA_FILE)
 
 JOBS = {job.job_id: job for job in expand_jobs(config)}
-
-
-wildcard_constraints:
-    engine="|".join(config["engines"]),
-    model="|".join(config["models"]),
-    job="|".join(JOBS).replace(".", r"\."),
+ENGINE_PATTERN = "|".join(config["engines"])
+MODEL_PATTERN = "|".join(config["models"])
+JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")
+ENV = "../envs/whichshot.yaml"
 
 
 def all_outputs():
-    """Everything `rule all` asks for: tables and the report."""
+    """The final targets: tables and the report."""
     return [
         "results/shots.parquet",
         "results/figures.parquet",

@@ -3,6 +3,10 @@ rule build_engine:
         "results/engines/{engine}/build.json",
     log:
         "logs/build_engine/{engine}.log",
+    wildcard_constraints:
+        engine=ENGINE_PATTERN,
+    conda:
+        ENV
     threads: workflow.cores
     params:
         spec=engine_spec,

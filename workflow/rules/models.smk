@@ -3,6 +3,10 @@ rule fetch_model:
         "results/models/{model}.json",
     log:
         "logs/fetch_model/{model}.log",
+    wildcard_constraints:
+        model=MODEL_PATTERN,
+    conda:
+        ENV
     params:
         spec=model_spec,
         cache_dir=config["cache_dir"],

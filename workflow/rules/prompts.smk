@@ -6,6 +6,11 @@ rule build_prompts:
         "results/prompts/{engine}/{model}.json",
     log:
         "logs/build_prompts/{engine}/{model}.log",
+    wildcard_constraints:
+        engine=ENGINE_PATTERN,
+        model=MODEL_PATTERN,
+    conda:
+        ENV
     params:
         engine=engine_spec,
         prompts=config["prompts"],

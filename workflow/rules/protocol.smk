@@ -6,6 +6,10 @@ rule run_series:
         telemetry="results/telemetry/{job}.jsonl",
     log:
         "logs/run_series/{job}.log",
+    wildcard_constraints:
+        job=JOB_PATTERN,
+    conda:
+        ENV
     resources:
         measurement_slot=1,
     params:
@@ -27,6 +31,11 @@ rule bench_engine:
         "results/bench/{engine}/{model}.json",
     log:
         "logs/bench_engine/{engine}/{model}.log",
+    wildcard_constraints:
+        engine=ENGINE_PATTERN,
+        model=MODEL_PATTERN,
+    conda:
+        ENV
     resources:
         measurement_slot=1,
     params:

@@ -6,6 +6,8 @@ rule compute_figures:
         caveats="results/caveats.parquet",
     log:
         "logs/compute_figures/compute_figures.log",
+    conda:
+        ENV
     params:
         warm_fraction=config["protocol"]["warm_fraction"],
     script:
@@ -32,6 +34,8 @@ rule render_report:
         ),
     log:
         "logs/render_report/render_report.log",
+    conda:
+        ENV
     params:
         run_id=config["run_id"],
     script:
