@@ -171,8 +171,19 @@ def context_reduced(ev: Evidence) -> Caveat | None:
     )
 
 
-RULES = (single_machine, one_repeat, sensors_unreadable, sensor_fallback, client_engine_disagree, bench_disagree,
-         other_tool, prompt_cache_used, outliers_present, failed_shots, context_reduced)  # fmt: skip
+RULES = (
+    single_machine,
+    one_repeat,
+    sensors_unreadable,
+    sensor_fallback,
+    client_engine_disagree,
+    bench_disagree,
+    other_tool,
+    prompt_cache_used,
+    outliers_present,
+    failed_shots,
+    context_reduced,
+)
 
 
 def fire_caveats(evidence: Evidence) -> list[Caveat]:

@@ -7,7 +7,9 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-HEADLINE_METRICS = ("prefill_tok_s", "decode_tok_s", "ttft_s", "engine_decode_tok_s")
+from whichshot.figures import SHOT_METRICS
+
+HEADLINE_METRICS = tuple(metric for metric, *_ in SHOT_METRICS)
 _ENV = Environment(
     loader=PackageLoader("whichshot.report", "templates"),
     autoescape=select_autoescape(["html", "j2"], default=True),
@@ -45,7 +47,7 @@ def render_report(
         run_id=run_id,
         headline=headline_rows(figures),
         metrics=HEADLINE_METRICS,
-        crosschecks=figures[~figures["protocol"].isin(["cold", "warm"])].to_dict("records"),
+        crosschecks=figures[~figures["metric"].isin(HEADLINE_METRICS)].to_dict("records"),
         inferred=figures[figures["kind"].isin(["inferred", "assumed"])].to_dict("records"),
         caveats=caveats.to_dict("records"),
         runs=runs,
