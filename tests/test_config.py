@@ -33,7 +33,7 @@ def _broken(path: str, value):
         ("protocol.rests_s", [-1], "protocol.rests_s.0: -1 is less than the minimum of 0"),
         ("protocol.warm_shots", "six", "protocol.warm_shots: 'six' is not of type 'integer'"),
         ("engines.llama_cpp.kind", "vllm", "engines.llama_cpp.kind: 'vllm' is not one of"),
-        ("models.smollm2_135m.sha256", KeyError, "'sha256' is a required property"),
+        ("models.smollm2_135m.sha256", KeyError, "smollm2_135m: give exactly one of 'packages' or 'path'"),
         (
             "models.smollm2_135m.sha256",
             "abc",
@@ -64,5 +64,5 @@ def test_empty_grid_is_refused():
 def test_model_needs_exactly_one_source():
     config = copy.deepcopy(DEFAULT)
     config["models"]["smollm2_135m"]["path"] = "/tmp/x.gguf"
-    with pytest.raises(WhichshotError, match="exactly one of 'packages'"):
+    with pytest.raises(WhichshotError, match="exactly one of 'packages' or 'path'"):
         check_config(config)

@@ -45,7 +45,7 @@ def _wait_for_shots(partial, count, timeout_s=1200):
 def test_ctrl_c_keeps_finished_shots_and_leaves_no_engine(tmp_path):
     before = {p.pid for p in engine_processes()}
     config = _interrupt_config()
-    job = "llama_cpp.smollm2_135m.p64.warm-rest1p5s.rep1"
+    job = "llama_cpp.smollm2_135m.p64.warm-rest1p5s-pre0s.ctx512.same.rep1"
     shots_dir = tmp_path / "results" / "shots"
     partial = shots_dir / f"{job}.jsonl.partial"
     snakemake = _start(tmp_path, config)

@@ -17,14 +17,32 @@ def test_grid_is_the_full_product():
     assert len({j.job_id for j in jobs}) == len(jobs)
 
 
+def test_controls_are_axes():
+    config = _config(repeats=1, orders=["same", "reverse"], context_tokens=[4096, 16384],
+                     precondition_s=[0, 30])  # fmt: skip
+    jobs = expand_jobs(config)
+    # per model and length: (cold + 2 rests x 2 warm-ups) x 2 contexts x 2 orders
+    assert len(jobs) == 2 * 2 * (1 + 2 * 2) * 2 * 2
+    assert {j.precondition_s for j in jobs if j.protocol == "cold"} == {0.0}
+    assert {j.context_tokens for j in jobs} == {4096, 16384}
+
+
 def test_cold_and_warm_series_shapes():
-    jobs = expand_jobs(_config(repeats=1))
-    cold = job_by_id(_config(repeats=1), "e1.m1.p128.cold.rep1")
-    warm = job_by_id(_config(repeats=1), "e1.m1.p128.warm-rest3s.rep1")
+    config = _config(repeats=1)
+    cold = job_by_id(config, "e1.m1.p128.cold.ctx4096.same.rep1")
+    warm = job_by_id(config, "e1.m1.p128.warm-rest3s-pre0s.ctx4096.same.rep1")
     assert cold.series_length == 3 and all(cold.fresh_process_before(i) for i in (1, 2, 3))
     assert warm.series_length == 6 and warm.rest_s == 3.0
     assert warm.fresh_process_before(1) and not warm.fresh_process_before(2)
-    assert {j.protocol for j in jobs} == {"cold", "warm"}
+    assert warm.series_label == "e1.m1.p128.warm-rest3s-pre0s.ctx4096.same"
+
+
+def test_prompt_order_reversal():
+    config = _config(repeats=1, orders=["forward", "reverse"])
+    forward = job_by_id(config, "e1.m1.p128.warm-rest0s-pre0s.ctx4096.forward.rep1")
+    reverse = job_by_id(config, "e1.m1.p128.warm-rest0s-pre0s.ctx4096.reverse.rep1")
+    assert [forward.prompt_variant(i) for i in range(1, 5)] == ["A", "B", "A", "B"]
+    assert [reverse.prompt_variant(i) for i in range(1, 5)] == ["B", "A", "B", "A"]
 
 
 def test_protocol_switched_off_drops_its_jobs():

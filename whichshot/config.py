@@ -30,6 +30,16 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise WhichshotError(f"invalid config: {problems[0]}{more}")
     _check_grid_not_empty(config)
+    _check_synthetic_donors(config)
+
+
+def _check_synthetic_donors(config: dict[str, Any]) -> None:
+    for name, spec in config.get("models", {}).items():
+        donor = spec.get("synthetic", {}).get("donor")
+        if donor is not None and ("synthetic" in config["models"].get(donor, {"synthetic": 1})):
+            raise WhichshotError(
+                f"invalid config: models.{name}.synthetic.donor: {donor!r} is not a real model in models"
+            )
 
 
 def _check_grid_not_empty(config: dict[str, Any]) -> None:
@@ -49,7 +59,7 @@ def _problem(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return f"unknown key ({error.message})"
     if error.validator == "oneOf" and isinstance(error.instance, dict):
-        return "give exactly one of 'packages' (PyPI wheels) or 'path' (local file)"
+        return "give exactly one of 'packages' or 'path' (each with 'sha256'), or 'synthetic'"
     if error.validator == "pattern":
         return f"{error.instance!r} is not of the expected form ({error.validator_value})"
     return error.message

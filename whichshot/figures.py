@@ -29,6 +29,8 @@ class Figure:
     shot_ids: list[str] = field(default_factory=list)
     shot_indices: str = ""
     rest_s: float | None = None
+    series_label: str = ""
+    note: str = ""
     timed_by: str = "whichshot client"
     caveat_ids: list[str] = field(default_factory=list)
 
@@ -53,15 +55,18 @@ SHOT_METRICS = (
 )  # fmt: skip
 
 
+CELL_KEYS = ["engine", "model", "series_label", "prompt_tokens", "protocol", "rest_s"]
+
+
 def _groups(shots: pd.DataFrame) -> Iterator[tuple[tuple, pd.DataFrame]]:
     ok = shots[shots["status"] == "ok"]
-    yield from ok.groupby(["engine", "model", "prompt_tokens", "protocol", "rest_s"], sort=True)
+    yield from ok.groupby(CELL_KEYS, sort=False)
 
 
 def protocol_figures(shots: pd.DataFrame, rule: WarmRule) -> list[Figure]:
     """Cold (median over fresh processes) and warm (rule over each series) per metric."""
     figures = []
-    for (engine, model, length, protocol, rest_s), group in _groups(shots):
+    for (engine, model, label, length, protocol, rest_s), group in _groups(shots):
         for metric, unit, kind, formula, timed_by in SHOT_METRICS:
             if group[metric].isna().all():
                 continue
@@ -71,6 +76,7 @@ def protocol_figures(shots: pd.DataFrame, rule: WarmRule) -> list[Figure]:
                 figure = _warm_figure(group, metric, unit, kind, formula, rule)
             figure.engine, figure.model, figure.prompt_tokens = engine, model, int(length)
             figure.protocol, figure.rest_s, figure.timed_by = protocol, float(rest_s), timed_by
+            figure.series_label = label
             figures.append(figure)
     return figures
 
@@ -111,14 +117,7 @@ def _warm_figure(group: pd.DataFrame, metric, unit, kind, formula, rule: WarmRul
 
 
 def assign_ids(figures: list[Figure]) -> list[Figure]:
-    """Stable, readable ids: engine/model/pN/protocol[-rest]/metric."""
+    """Stable, readable ids: the series label's parts joined by '/', then the metric."""
     for figure in figures:
-        parts = [figure.engine, figure.model]
-        if figure.prompt_tokens is not None:
-            parts.append(f"p{figure.prompt_tokens}")
-        protocol = figure.protocol
-        if protocol == "warm" and figure.rest_s is not None:
-            protocol += f"-rest{figure.rest_s:g}s"
-        parts += [protocol, figure.metric]
-        figure.figure_id = "/".join(parts)
+        figure.figure_id = "/".join([*figure.series_label.split("."), figure.metric])
     return figures

@@ -1,7 +1,16 @@
-"""The grid: config -> the list of series (jobs) it expands to. One job is one JSONL file."""
+"""The grid: config -> the list of series (jobs) it expands to. One job is one JSONL file.
 
+Axes: engine x model x prompt length x protocol (cold; warm x rest) x context window x
+prompt order x preconditioning (warm only) x repeat. Every control of seed 000 is an axis here.
+"""
+
+import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
+
+# Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
+# control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.
+ORDERS = {"same": ("A",), "forward": ("A", "B"), "reverse": ("B", "A")}
 
 
 @dataclass(frozen=True)
@@ -14,44 +23,83 @@ class Job:
     prompt_tokens: int
     protocol: str  # "cold": a fresh process per shot; "warm": consecutive shots in one process
     rest_s: float
+    context_tokens: int
+    order: str
+    precondition_s: float
     repeat: int
     series_length: int
+
+    @property
+    def series_label(self) -> str:
+        """The grid cell this series measures: its id without the repeat."""
+        return self.job_id.rsplit(".rep", 1)[0]
 
     def fresh_process_before(self, position: int) -> bool:
         """Whether shot `position` (1-based) of the series must be the first of a new process."""
         return self.protocol == "cold" or position == 1
 
+    def prompt_variant(self, position: int) -> str:
+        """Which prompt variant shot `position` sends."""
+        variants = ORDERS[self.order]
+        return variants[(position - 1) % len(variants)]
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _protocols(protocol: dict[str, Any]) -> list[tuple[str, float, int]]:
-    found = []
-    if protocol.get("cold_processes", 3) > 0:
-        found.append(("cold", 0.0, protocol.get("cold_processes", 3)))
-    if protocol.get("warm_shots", 6) > 0:
-        for rest_s in protocol.get("rests_s", [0]):
-            found.append(("warm", float(rest_s), protocol.get("warm_shots", 6)))
-    return found
+def _label(value: float) -> str:
+    return f"{value:g}".replace(".", "p")
 
 
-def _rest_label(rest_s: float) -> str:
-    return f"{rest_s:g}".replace(".", "p")
+def _series_kinds(protocol: dict[str, Any]) -> list[tuple[str, float, float, int]]:
+    """(protocol, rest_s, precondition_s, series length) for every series shape in config."""
+    kinds = []
+    if protocol["cold_processes"] > 0:
+        kinds.append(("cold", 0.0, 0.0, protocol["cold_processes"]))
+    if protocol["warm_shots"] > 0:
+        for rest_s, pre_s in itertools.product(protocol["rests_s"], protocol["precondition_s"]):
+            kinds.append(("warm", float(rest_s), float(pre_s), protocol["warm_shots"]))
+    return kinds
+
+
+def _job_id(engine, model, length, name, rest_s, context, order, pre_s, repeat) -> str:
+    shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s-pre{_label(pre_s)}s"
+    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}.rep{repeat}"
 
 
 def expand_jobs(config: dict[str, Any]) -> list[Job]:
-    """engines x models x prompt lengths x protocols x rests x repeats, in a stable order."""
-    protocol = config["protocol"]
+    """The full product of the axes, in a stable order (config order on every axis)."""
+    protocol = {**PROTOCOL_DEFAULTS, **config["protocol"]}
+    axes = itertools.product(
+        config["engines"],
+        measured_models(config),
+        config["prompts"]["lengths"],
+        _series_kinds(protocol),
+        protocol["context_tokens"],
+        protocol["orders"],
+        range(1, protocol["repeats"] + 1),
+    )
     jobs = []
-    for engine in config["engines"]:
-        for model in config["models"]:
-            for length in config["prompts"]["lengths"]:
-                for name, rest_s, series_length in _protocols(protocol):
-                    for repeat in range(1, protocol.get("repeats", 1) + 1):
-                        label = "cold" if name == "cold" else f"warm-rest{_rest_label(rest_s)}s"
-                        job_id = f"{engine}.{model}.p{length}.{label}.rep{repeat}"
-                        jobs.append(Job(job_id, engine, model, length, name, rest_s, repeat, series_length))
+    for engine, model, length, (name, rest_s, pre_s, n), context, order, repeat in axes:
+        job_id = _job_id(engine, model, length, name, rest_s, context, order, pre_s, repeat)
+        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, order, pre_s, repeat, n))
     return jobs
+
+
+def measured_models(config: dict[str, Any]) -> list[str]:
+    """Models in the grid (a donor-only model has measure: false)."""
+    return [name for name, spec in config["models"].items() if spec.get("measure", True)]
+
+
+PROTOCOL_DEFAULTS: dict[str, Any] = {
+    "cold_processes": 3,
+    "warm_shots": 6,
+    "rests_s": [0],
+    "precondition_s": [0],
+    "context_tokens": [4096],
+    "orders": ["same"],
+    "repeats": 1,
+}
 
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:

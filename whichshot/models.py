@@ -2,6 +2,7 @@
 
 import os
 import zipfile
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import gguf
 from whichshot import pypi
 from whichshot.cache import exclusive_lock
 from whichshot.errors import WhichshotError
-from whichshot.hashing import sha256_file
+from whichshot.hashing import sha256_file, short_id
+from whichshot.synthetic import write_synthetic_llama
 
 
 def fetch_model(name: str, spec: dict[str, Any], cache_root: Path) -> Path:
@@ -31,6 +33,16 @@ def fetch_model(name: str, spec: dict[str, Any], cache_root: Path) -> Path:
         except WhichshotError:
             target.unlink()
             raise
+    return target
+
+
+def make_synthetic_model(spec: dict[str, Any], donor_path: Path, cache_root: Path) -> Path:
+    """Generate (once, cached by its inputs) the synthetic-weight model a config describes."""
+    identity = {**spec, "donor_sha256": sha256_file(donor_path), "gguf": version("gguf")}
+    target = cache_root / "models" / f"synthetic-{short_id(identity)}.gguf"
+    with exclusive_lock(target.with_suffix(".lock")):
+        if not target.exists():
+            write_synthetic_llama(donor_path, target, spec, spec.get("seed", 0))
     return target
 
 

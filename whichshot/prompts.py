@@ -10,25 +10,28 @@ from whichshot.hashing import sha256_text
 def cut_prompts(
     engine: RunningEngine, corpus: dict[str, str], lengths: list[int], bos_token_id: int | None
 ) -> dict[str, Any]:
-    """For each length N: N token ids (BOS first when the model wants one) from the corpus start."""
+    """For each length N, variants A (corpus start) and B (corpus middle): exactly N token ids."""
     corpus_ids = engine.tokenize(corpus["text"])
     prefix = [bos_token_id] if bos_token_id is not None else []
+    offsets = {"A": 0, "B": len(corpus_ids) // 2}
     prompts = {}
     for length in lengths:
-        body = corpus_ids[: length - len(prefix)]
-        if len(body) + len(prefix) < length:
-            raise WhichshotError(
-                f"corpus {corpus['name']} has only {len(corpus_ids)} tokens; "
-                f"cannot cut a {length}-token prompt"
-            )
-        token_ids = prefix + body
-        text = engine.detokenize(body)
-        prompts[str(length)] = {
-            "prompt_tokens": length,
-            "token_ids": token_ids,
-            "text": text,
-            "text_sha256": sha256_text(text),
-        }
+        for variant, offset in offsets.items():
+            body = corpus_ids[offset : offset + length - len(prefix)]
+            if len(body) + len(prefix) < length:
+                raise WhichshotError(
+                    f"corpus {corpus['name']} has only {len(corpus_ids)} tokens; "
+                    f"cannot cut a {length}-token prompt at offset {offset}"
+                )
+            text = engine.detokenize(body)
+            prompts[f"{length}{variant}"] = {
+                "prompt_tokens": length,
+                "variant": variant,
+                "corpus_token_offset": offset,
+                "token_ids": prefix + body,
+                "text": text,
+                "text_sha256": sha256_text(text),
+            }
     return {
         "corpus": corpus["name"],
         "corpus_sha256": corpus["sha256"],

@@ -39,7 +39,7 @@ class JobContext:
     build: dict[str, Any]
     model_path: Path
     model: dict[str, Any]
-    prompt: dict[str, Any]
+    prompts: dict[str, Any]
     settings: ServerSettings
     output_tokens: int
     shot_timeout_s: float
@@ -54,6 +54,7 @@ class _ProcessState:
     process_id: str
     start_reason: str
     shots_served: int = 0
+    precondition_shots: int = 0
 
 
 def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
@@ -73,6 +74,8 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
                 _stop(state)
                 state = _start(ctx, process_seq, reason)
                 process_seq += 1
+                if ctx.job.protocol == "warm":
+                    _precondition(ctx, state)
             elif ctx.job.rest_s > 0:
                 time.sleep(ctx.job.rest_s)
             record = _run_shot(ctx, state, position)
@@ -106,15 +109,31 @@ def _stop(state: _ProcessState | None) -> None:
         state.server.stop()
 
 
-def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
-    state.shots_served += 1
-    request = ShotRequest(
-        prompt_token_ids=ctx.prompt["token_ids"],
+def _request(ctx: JobContext, variant: str) -> ShotRequest:
+    prompt = ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
+    return ShotRequest(
+        prompt_token_ids=prompt["token_ids"],
         max_output_tokens=ctx.output_tokens,
         ignore_eos=True,
         timeout_s=ctx.shot_timeout_s,
     )
+
+
+def _precondition(ctx: JobContext, state: _ProcessState) -> None:
+    """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing."""
+    deadline = time.monotonic() + ctx.job.precondition_s
+    while time.monotonic() < deadline:
+        state.server.shot(_request(ctx, "A"))
+        state.shots_served += 1
+        state.precondition_shots += 1
+
+
+def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
+    state.shots_served += 1
+    variant = ctx.job.prompt_variant(position)
+    request = _request(ctx, variant)
     record = _identity(ctx, state, position)
+    record["prompt_variant"] = variant
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
     t_start_s = time.monotonic()
@@ -156,10 +175,15 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "model": job.model,
         "model_sha256": ctx.model["sha256"],
         "model_file_type": ctx.model["metadata"]["file_type"],
+        "model_weights": ctx.model.get("weights", "real"),
         "workload": "continue_text",
-        "text_kind": ctx.prompt["text_kind"],
-        "corpus": ctx.prompt["corpus"],
+        "text_kind": ctx.prompts["text_kind"],
+        "corpus": ctx.prompts["corpus"],
         "prompt_tokens": job.prompt_tokens,
+        "order": job.order,
+        "precondition_s": job.precondition_s,
+        "precondition_shots": state.precondition_shots,
+        "series_label": job.series_label,
         "spec_mode": "none",
         "protocol": job.protocol,
         "rest_s": job.rest_s,

@@ -24,8 +24,8 @@ def headline_rows(figures: pd.DataFrame) -> list[dict[str, Any]]:
     protocol = figures[figures["protocol"].isin(["cold", "warm"])
                        & figures["metric"].isin(HEADLINE_METRICS)]  # fmt: skip
     rows = []
-    keys = ["engine", "model", "prompt_tokens", "protocol", "rest_s"]
-    for key, group in protocol.groupby(keys, sort=True, dropna=False):
+    keys = ["engine", "model", "series_label", "prompt_tokens", "protocol", "rest_s"]
+    for key, group in protocol.groupby(keys, sort=False, dropna=False):
         cells = {row["metric"]: row for row in group.to_dict("records")}
         first = next(iter(cells.values()))
         rows.append({**dict(zip(keys, key, strict=True)), "cells": cells,

@@ -8,7 +8,7 @@ sys.path.insert(0, workflow.basedir)
 
 from whichshot.config import check_config, load_schema
 from whichshot.errors import WhichshotError
-from whichshot.grid import expand_jobs
+from whichshot.grid import expand_jobs, measured_models
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -54,7 +54,7 @@ def bench_outputs():
     return [
         f"results/bench/{engine}/{model}.json"
         for engine in config["engines"]
-        for model in config["models"]
+        for model in measured_models(config)
     ]
 
 
@@ -64,6 +64,12 @@ def engine_spec(wildcards):
 
 def model_spec(wildcards):
     return config["models"][wildcards.model]
+
+
+def synthetic_donor(wildcards):
+    """A synthetic-weight model needs its donor model (for the tokenizer)."""
+    synthetic = config["models"][wildcards.model].get("synthetic")
+    return {"donor": f"results/models/{synthetic['donor']}.json"} if synthetic else {}
 
 
 def job_spec(wildcards):

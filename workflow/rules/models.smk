@@ -1,4 +1,6 @@
 rule fetch_model:
+    input:
+        unpack(synthetic_donor),
     output:
         "results/models/{model}.json",
     log:

@@ -19,7 +19,8 @@ def main(smk):
     model = json.loads(Path(smk.input.model).read_text())
     meta = model["metadata"]
     engine = load_engine(smk.params.engine["kind"])
-    settings = server_settings(smk.params.engine, smk.params.server)
+    # Tokenising needs no context: the smallest window keeps the helper process light.
+    settings = server_settings(smk.params.engine, smk.params.server, context_tokens=512)
     log_path = Path(smk.log[0]).with_suffix(".server.log")
     server = engine.start(build, Path(model["path"]), settings, log_path)
     try:

@@ -20,7 +20,6 @@ def main(smk):
     engine_spec = smk.params.engines[job.engine]
     model = json.loads(Path(smk.input.model).read_text())
     prompts = json.loads(Path(smk.input.prompts).read_text())
-    prompt = {**prompts, **prompts["prompts"][str(job.prompt_tokens)]}
     ctx = JobContext(
         job=job,
         run_id=smk.params.run_id,
@@ -28,8 +27,8 @@ def main(smk):
         build=json.loads(Path(smk.input.build).read_text()),
         model_path=Path(model["path"]),
         model=model,
-        prompt=prompt,
-        settings=server_settings(engine_spec, smk.params.server),
+        prompts=prompts,
+        settings=server_settings(engine_spec, smk.params.server, job.context_tokens),
         output_tokens=smk.params.protocol["output_tokens"],
         shot_timeout_s=smk.params.server["shot_timeout_s"],
         log_dir=Path(smk.params.log_dir.replace("results/shots", "logs/engines")),
