@@ -8,6 +8,16 @@ import pandas as pd
 
 from whichshot.crosscheck import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
 from whichshot.figures import Figure
+from whichshot.power import (
+    CLOCK_DROP_FRACTION,
+    CLOCK_DROP_METRIC,
+    CLOCK_ONLY_TOLERANCE,
+    COLD_WARM_METRICS,
+    ENERGY_METRIC,
+    POWER_MEDIAN_METRIC,
+    RESIDUAL_METRICS,
+    throttle_reasons,
+)
 from whichshot.stats import outlier_flags
 
 
@@ -171,6 +181,75 @@ def context_reduced(ev: Evidence) -> Caveat | None:
     )
 
 
+def clock_dropped_thermal_normal(ev: Evidence) -> Caveat | None:
+    drops = [f for f in ev.figures if f.metric == CLOCK_DROP_METRIC and f.value]
+    if not drops:
+        return None
+    shot_ids = {i for f in drops for i in f.shot_ids}
+    reasons = throttle_reasons(ev.shots[ev.shots["shot_id"].isin(shot_ids)])
+    named = ", ".join(reasons) if reasons else "no clock-event reason at all"
+    cells = {f.series_label for f in drops}
+    return Caveat(
+        "clock_dropped_thermal_normal",
+        f"In {len(shot_ids)} shot(s) the GPU SM clock fell more than {CLOCK_DROP_FRACTION:.0%} below the "
+        f"best clock seen for the same engine and model while no thermal slowdown was reported (reasons "
+        f"set: {named}): a normal thermal state does not mean a full clock.",
+        _ids(ev.figures, lambda f: f.series_label in cells),
+    )
+
+
+def cycle_count_changed(ev: Evidence) -> Caveat | None:
+    bad = [f for f in ev.figures if f.metric in RESIDUAL_METRICS
+           and f.value is not None and abs(f.value) > CLOCK_ONLY_TOLERANCE]  # fmt: skip
+    if not bad:
+        return None
+    worst = max(bad, key=lambda f: abs(f.value))
+    example = (
+        "e.g. one-time work in the first shot of a process"
+        if worst.value > 0
+        else "the warm shots did more work or stalled"
+    )
+    return Caveat(
+        "cycle_count_changed",
+        f"Warm speed differs from cold × clock ratio by more than {CLOCK_ONLY_TOLERANCE:.0%} "
+        f"(worst: {worst.value:+.1%} for {worst.metric.removesuffix('_clock_residual')} in "
+        f"{worst.series_label}): more than the clock changed between the cold and warm shots ({example}).",
+        [f.figure_id for f in bad],
+    )
+
+
+def power_reading_unreliable(ev: Evidence) -> Caveat | None:
+    if "gpu_power_reliable" not in ev.shots:
+        return None
+    ok = ev.shots[ev.shots["status"] == "ok"]
+    unreliable = ok[ok["gpu_power_reliable"].map(lambda v: v is not None and not pd.isna(v) and not bool(v))]
+    if unreliable.empty:
+        return None
+    cells = set(unreliable["series_label"])
+    return Caveat(
+        "power_reading_unreliable",
+        f"{len(unreliable)} shot(s) were shorter than NVML's trailing power average: their power "
+        "medians mostly describe what ran before them and are left out of every power figure; "
+        "energy comes from the energy-counter delta instead.",
+        _ids(
+            ev.figures, lambda f: f.series_label in cells and f.metric in {POWER_MEDIAN_METRIC, ENERGY_METRIC}
+        ),
+    )
+
+
+def cold_vs_warm_compared(ev: Evidence) -> Caveat | None:
+    compared = _ids(ev.figures, lambda f: f.metric in COLD_WARM_METRICS)
+    if not compared:
+        return None
+    return Caveat(
+        "cold_vs_warm_compared",
+        "Clock-ratio and warm/cold figures set cold shots (shot 1 of fresh processes) against warm "
+        "ones (the warm rule's shots of a running process): two protocols, compared on purpose; "
+        "never quote a number of one as the other.",
+        compared,
+    )
+
+
 RULES = (
     single_machine,
     one_repeat,
@@ -183,6 +262,10 @@ RULES = (
     outliers_present,
     failed_shots,
     context_reduced,
+    clock_dropped_thermal_normal,
+    cycle_count_changed,
+    power_reading_unreliable,
+    cold_vs_warm_compared,
 )
 
 

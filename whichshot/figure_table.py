@@ -8,6 +8,7 @@ import pandas as pd
 from whichshot.caveats import Evidence, fire_caveats
 from whichshot.crosscheck import bench_figures, client_engine_agreement
 from whichshot.figures import Figure, assign_ids, protocol_figures
+from whichshot.power import power_figures
 from whichshot.stats import WarmRule
 
 
@@ -18,6 +19,7 @@ def compute_figures(
     figures = assign_ids(protocol_figures(shots, rule))
     figures += client_engine_agreement(shots)
     figures += bench_figures(shots, bench_runs)
+    figures += power_figures(shots, rule)
     caveats = fire_caveats(Evidence(shots, figures, unreadable_sensors(shots)))
     return figures, caveats
 
