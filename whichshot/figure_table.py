@@ -1,5 +1,6 @@
 """Shots (+ llama-bench runs) -> figures.parquet and caveats.parquet."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +41,13 @@ def write_figure_tables(figures: list[Figure], caveats: list, figures_path: Path
         [c.as_row() for c in caveats], columns=["caveat_id", "sentence", "figure_ids"]
     )
     caveat_frame.to_parquet(caveats_path, index=False)
+
+
+def write_figures_from_files(
+    shots_path: Path, bench_paths: list[Path], warm_fraction: float, figures_path: Path, caveats_path: Path
+) -> None:
+    """The compute_figures step, from the files the pipeline writes."""
+    shots = pd.read_parquet(shots_path)
+    bench_runs = [json.loads(Path(p).read_text()) for p in bench_paths]
+    figures, caveats = compute_figures(shots, bench_runs, WarmRule(warm_fraction))
+    write_figure_tables(figures, caveats, figures_path, caveats_path)

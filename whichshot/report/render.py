@@ -1,6 +1,7 @@
 """Render index.html (self-contained, autoescaped) and summary.md from the figure table."""
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -8,6 +9,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from whichshot.figures import SHOT_METRICS
+from whichshot.report.plots import tok_s_by_shot_index
 
 HEADLINE_METRICS = tuple(metric for metric, *_ in SHOT_METRICS)
 _ENV = Environment(
@@ -68,3 +70,20 @@ def _output_samples(shots: pd.DataFrame) -> list[dict[str, Any]]:
 def write_html(html: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
+
+
+def write_report_from_files(paths: dict[str, Any], html_path: Path, plot_path: Path, run_id: str) -> None:
+    """The render step: figures, caveats, shots, build.json and model files -> HTML + plot."""
+    shots = pd.read_parquet(paths["shots"])
+    builds = [{"engine": Path(p).parent.name, **json.loads(Path(p).read_text())} for p in paths["builds"]]
+    models = [json.loads(Path(p).read_text()) for p in paths["models"]]
+    plot_png = tok_s_by_shot_index(shots, plot_path)
+    html = render_report(
+        pd.read_parquet(paths["figures"]),
+        pd.read_parquet(paths["caveats"]),
+        shots,
+        {"builds": builds, "models": models},
+        plot_png,
+        run_id,
+    )
+    write_html(html, html_path)
