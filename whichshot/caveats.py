@@ -55,7 +55,7 @@ def single_machine(ev: Evidence) -> Caveat | None:
         "single_machine",
         f"All figures come from one machine ({ev.shots['hostname'].iloc[0]}) and "
         f"{models} model(s); they say nothing about other hardware.",
-        _ids(ev.figures),
+        [],
     )
 
 
@@ -65,7 +65,7 @@ def one_repeat(ev: Evidence) -> Caveat | None:
     return Caveat(
         "one_repeat",
         "Each series ran once (repeats = 1): run-to-run variation is not measured.",
-        _ids(ev.figures, lambda f: f.protocol in {"cold", "warm"}),
+        [],
     )
 
 

@@ -18,7 +18,19 @@ _ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_ENV.filters["num"] = lambda v: "not measured" if v is None or pd.isna(v) else f"{v:,.4g}"
+def format_number(value: float | None) -> str:
+    """Readable fixed-point numbers; 'not measured' for a missing value, never a guess."""
+    if value is None or pd.isna(value):
+        return "not measured"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 1:
+        return f"{value:,.2f}"
+    return f"{value:.4f}"
+
+
+_ENV.filters["num"] = format_number
 
 
 def headline_rows(figures: pd.DataFrame) -> list[dict[str, Any]]:
