@@ -116,7 +116,6 @@ def test_nvml_backend_reads_energy_only_when_due_or_full(monkeypatch) -> None:
     assert calls.count("clock_sm_mhz") == 3
 
 
-@pytest.mark.skipif(not H200_FIXTURE.exists(), reason="H200 fixture not recorded yet")
 def test_decode_recorded_h200_samples() -> None:
     fixture = json.loads(H200_FIXTURE.read_text())
     context = fixture["context"]
