@@ -50,7 +50,9 @@ class RunningEngine(Protocol):
     ready_s: float
     context_tokens: int | None
 
-    def tokenize(self, text: str) -> list[int]: ...
+    def tokenize(self, text: str, parse_special: bool = False) -> list[int]: ...
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str: ...
 
     def detokenize(self, token_ids: list[int]) -> str: ...
 
@@ -72,6 +74,10 @@ class Engine(Protocol):
         self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
     ) -> RunningEngine:
         """Start one process and return once it reports ready."""
+        ...
+
+    def speculative_args(self, mode: dict[str, Any]) -> list[str]:
+        """Server flags of one speculative decoding mode ({} = none)."""
         ...
 
     def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:

@@ -54,6 +54,9 @@ class LlamaCpp:
                 return cached
             return _build_into(home, spec, identity, build_id, cache_root, jobs)
 
+    def speculative_args(self, mode: dict[str, Any]) -> list[str]:
+        return speculative_args(mode)
+
     def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
         return [build["binaries"]["llama-bench"]["path"], "-m", str(model_path), "-o", "json"]
 
@@ -73,6 +76,16 @@ class LlamaCpp:
             process.stop()
             raise
         return LlamaServer(process, base_url, ready_s)
+
+
+def speculative_args(mode: dict[str, Any]) -> list[str]:
+    """llama-server flags of one speculative mode ({} = none); an argument list, never a string."""
+    if "type" not in mode:
+        return []
+    args = ["--spec-type", mode["type"]]
+    for option, value in mode.get("options", {}).items():
+        args += [f"--{option}", str(value)]
+    return args
 
 
 def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: int) -> list[str]:
@@ -106,9 +119,13 @@ class LlamaServer:
         props = requests.get(f"{self.base_url}/props", timeout=10).json()
         return props.get("default_generation_settings", {}).get("n_ctx")
 
-    def tokenize(self, text: str) -> list[int]:
-        body = {"content": text, "add_special": False, "parse_special": False}
+    def tokenize(self, text: str, parse_special: bool = False) -> list[int]:
+        body = {"content": text, "add_special": False, "parse_special": parse_special}
         return requests.post(f"{self.base_url}/tokenize", json=body, timeout=120).json()["tokens"]
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        body = {"messages": messages}
+        return requests.post(f"{self.base_url}/apply-template", json=body, timeout=60).json()["prompt"]
 
     def detokenize(self, token_ids: list[int]) -> str:
         body = {"tokens": token_ids}

@@ -250,6 +250,43 @@ def cold_vs_warm_compared(ev: Evidence) -> Caveat | None:
     )
 
 
+def synthetic_text(ev: Evidence) -> Caveat | None:
+    if not (ev.shots["text_kind"] == "synthetic").any():
+        return None
+    touched = _ids(ev.figures, lambda f: "-synthetic." in f.series_label)
+    return Caveat(
+        "synthetic_text_in_use",
+        "Some figures come from synthetic filler text, which drafts far better than real text "
+        "(seed 002: ~80 % acceptance on filler vs 48.8 % on real requests); each row says which text.",
+        touched,
+    )
+
+
+def lossless_failed(ev: Evidence) -> Caveat | None:
+    bad = [f for f in ev.figures if f.metric == "lossless_share" and f.value is not None and f.value < 1]
+    if not bad:
+        return None
+    return Caveat(
+        "lossless_check_failed",
+        "With drafting on, greedy output differed from the no-draft output: "
+        + "; ".join(f"{f.series_label} ({f.note})" for f in bad[:4])
+        + ". Drafting is not lossless here; its speed-up is not a free lunch.",
+        [f.figure_id for f in bad],
+    )
+
+
+def acceptance_length_absent(ev: Evidence) -> Caveat | None:
+    rates = _ids(ev.figures, lambda f: f.metric == "acceptance_rate")
+    if not rates:
+        return None
+    return Caveat(
+        "acceptance_length_not_derivable",
+        "The engine reports drafted and accepted token counts but not the number of verification "
+        "steps, so the mean accepted length per step is not shown (never estimated).",
+        rates,
+    )
+
+
 RULES = (
     single_machine,
     one_repeat,
@@ -266,6 +303,9 @@ RULES = (
     cycle_count_changed,
     power_reading_unreliable,
     cold_vs_warm_compared,
+    synthetic_text,
+    lossless_failed,
+    acceptance_length_absent,
 )
 
 

@@ -11,6 +11,7 @@ from whichshot.crosscheck import bench_figures, client_engine_agreement
 from whichshot.figures import Figure, assign_ids, protocol_figures
 from whichshot.power import power_figures
 from whichshot.stats import WarmRule
+from whichshot.workload_figures import workload_figures
 
 
 def compute_figures(
@@ -21,6 +22,7 @@ def compute_figures(
     figures += client_engine_agreement(shots)
     figures += bench_figures(shots, bench_runs)
     figures += power_figures(shots, rule)
+    figures += workload_figures(shots, rule)
     caveats = fire_caveats(Evidence(shots, figures, unreadable_sensors(shots)))
     return figures, caveats
 

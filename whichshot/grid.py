@@ -28,6 +28,14 @@ class Job:
     precondition_s: float
     repeat: int
     series_length: int
+    workload: str = "continue_text"
+    text_kind: str = "real"
+    spec_mode: str = "none"
+
+    @property
+    def prompt_key(self) -> str:
+        """Key of this job's prompt in the prompts file."""
+        return f"{self.workload}-{self.text_kind}"
 
     @property
     def series_label(self) -> str:
@@ -102,9 +110,34 @@ PROTOCOL_DEFAULTS: dict[str, Any] = {
 }
 
 
+def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
+    """engines x models x (workload, text kind) x speculative modes x {cold; warm} x repeats."""
+    from whichshot.workload_prompts import workload_keys
+
+    workloads = config.get("workloads", {})
+    protocol = {**PROTOCOL_DEFAULTS, **config["protocol"]}
+    keys = workload_keys(workloads.get("names", []), workloads.get("text_kinds", ["real"]))
+    shapes = [k for k in _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1],
+                                        "precondition_s": [0]})]  # fmt: skip
+    context = workloads.get("context_tokens", 4096)
+    axes = itertools.product(config["engines"], measured_models(config), keys,
+                             config.get("spec_modes", {"none": {}}), shapes,
+                             range(1, protocol["repeats"] + 1))  # fmt: skip
+    jobs = []
+    for engine, model, (workload, kind), mode, (name, rest_s, pre_s, n), repeat in axes:
+        shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s"
+        job_id = f"{engine}.{model}.{workload}-{kind}.{shape}.ctx{context}.{mode}.rep{repeat}"
+        jobs.append(Job(job_id, engine, model, 0, name, rest_s, context, "same", pre_s, repeat, n,
+                        workload, kind, mode))  # fmt: skip
+    return jobs
+
+
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:
     """Look a job up by its id (raises KeyError for an id the config does not produce)."""
     for job in expand_jobs(config):
+        if job.job_id == job_id:
+            return job
+    for job in expand_workload_jobs(config):
         if job.job_id == job_id:
             return job
     raise KeyError(job_id)

@@ -1,5 +1,6 @@
 """Run one series (job): start processes, send shots, rest, record every shot durably."""
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
 from whichshot.atomic import JsonlJournal
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.grid import Job
+from whichshot.quality_fields import quality_fields
 from whichshot.records import (
     SCHEMA_VERSION,
     client_fields,
@@ -45,6 +47,8 @@ class JobContext:
     shot_timeout_s: float
     log_dir: Path
     identity: dict[str, Any] = field(default_factory=dict)
+    workload_output_tokens: int = 256
+    spec_params: dict[str, Any] = field(default_factory=dict)
     telemetry: ShotTelemetry | None = None
 
 
@@ -109,12 +113,19 @@ def _stop(state: _ProcessState | None) -> None:
         state.server.stop()
 
 
+def _prompt(ctx: JobContext, variant: str) -> dict[str, Any]:
+    if ctx.job.workload == "continue_text":
+        return ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
+    return ctx.prompts["workloads"][ctx.job.prompt_key]
+
+
 def _request(ctx: JobContext, variant: str) -> ShotRequest:
-    prompt = ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
+    # continue_text decodes a fixed count (speed only); workloads stop where the model stops.
+    fixed_length = ctx.job.workload == "continue_text"
     return ShotRequest(
-        prompt_token_ids=prompt["token_ids"],
-        max_output_tokens=ctx.output_tokens,
-        ignore_eos=True,
+        prompt_token_ids=_prompt(ctx, variant)["token_ids"],
+        max_output_tokens=ctx.output_tokens if fixed_length else ctx.workload_output_tokens,
+        ignore_eos=fixed_length,
         timeout_s=ctx.shot_timeout_s,
     )
 
@@ -145,9 +156,10 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
         return _with_telemetry(ctx, record, None)
-    record.update(client_fields(outcome, ctx.job.prompt_tokens))
+    record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))
+    record.update(quality_fields(outcome, request.prompt_token_ids, _prompt(ctx, variant)))
     record.update(t_request_mono_s=outcome.t_request_s, t_end_mono_s=outcome.t_end_s)
     record.update(status="ok", error=None, engine_died=False)
     return _with_telemetry(ctx, record, record["output_tokens"])
@@ -176,15 +188,16 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "model_sha256": ctx.model["sha256"],
         "model_file_type": ctx.model["metadata"]["file_type"],
         "model_weights": ctx.model.get("weights", "real"),
-        "workload": "continue_text",
-        "text_kind": ctx.prompts["text_kind"],
-        "corpus": ctx.prompts["corpus"],
-        "prompt_tokens": job.prompt_tokens,
+        "workload": job.workload,
+        "text_kind": job.text_kind,
+        "corpus": ctx.prompts["corpus"] if job.workload == "continue_text" else job.prompt_key,
+        "prompt_tokens": len(_prompt(ctx, job.prompt_variant(position))["token_ids"]),
+        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
         "order": job.order,
         "precondition_s": job.precondition_s,
         "precondition_shots": state.precondition_shots,
         "series_label": job.series_label,
-        "spec_mode": "none",
+        "spec_mode": job.spec_mode,
         "protocol": job.protocol,
         "rest_s": job.rest_s,
         "repeat": job.repeat,

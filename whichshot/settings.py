@@ -5,7 +5,9 @@ from typing import Any
 from engines.base import ServerSettings
 
 
-def server_settings(engine: dict[str, Any], server: dict[str, Any], context_tokens: int) -> ServerSettings:
+def server_settings(
+    engine: dict[str, Any], server: dict[str, Any], context_tokens: int, extra_args: tuple[str, ...] = ()
+) -> ServerSettings:
     """How every process of this engine is started."""
     return ServerSettings(
         threads=engine.get("threads", 2),
@@ -13,4 +15,5 @@ def server_settings(engine: dict[str, Any], server: dict[str, Any], context_toke
         port=server.get("port", 0),
         ready_timeout_s=server.get("ready_timeout_s", 180),
         gpu_layers=engine.get("gpu_layers", 0),
+        extra_args=extra_args,
     )

@@ -18,6 +18,8 @@ _ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
 def format_number(value: float | None) -> str:
     """Readable fixed-point numbers; 'not measured' for a missing value, never a guess."""
     if value is None or pd.isna(value):

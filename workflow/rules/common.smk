@@ -8,7 +8,7 @@ sys.path.insert(0, workflow.basedir)
 
 from whichshot.config import check_config, load_schema
 from whichshot.errors import WhichshotError
-from whichshot.grid import expand_jobs, measured_models
+from whichshot.grid import expand_jobs, expand_workload_jobs, measured_models
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -18,7 +18,7 @@ except WhichshotError as error:
     raise WorkflowError(str(error)) from None
 validate(config, SCHEMA_FILE)
 
-JOBS = {job.job_id: job for job in expand_jobs(config)}
+JOBS = {job.job_id: job for job in expand_jobs(config) + expand_workload_jobs(config)}
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
 JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")

@@ -14,6 +14,7 @@ rule build_prompts:
     params:
         engine=engine_spec,
         prompts=config["prompts"],
+        workloads=config["workloads"],
         server=config["server"],
     script:
         "../scripts/build_prompts.py"

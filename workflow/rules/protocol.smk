@@ -17,6 +17,8 @@ rule run_series:
         run_id=config["run_id"],
         engines=config["engines"],
         protocol=config["protocol"],
+        workloads=config["workloads"],
+        spec_modes=config["spec_modes"],
         server=config["server"],
         telemetry=config["telemetry"],
         log_dir=subpath(output.shots, strip_suffix=".jsonl"),

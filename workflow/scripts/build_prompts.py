@@ -12,6 +12,7 @@ from whichshot.corpus import load_corpus
 from whichshot.entry import run_script
 from whichshot.prompts import cut_prompts
 from whichshot.settings import server_settings
+from whichshot.workload_prompts import build_workload_prompts
 
 
 def main(smk):
@@ -27,6 +28,9 @@ def main(smk):
         bos = meta["bos_token_id"] if meta.get("add_bos_token") else None
         corpus = load_corpus(smk.params.prompts.get("corpus", "pydoc_topics"))
         prompts = cut_prompts(server, corpus, smk.params.prompts["lengths"], bos)
+        prompts["workloads"] = build_workload_prompts(
+            server, smk.params.workloads, meta["has_chat_template"], bos
+        )
     finally:
         server.stop()
     write_json_atomic(Path(smk.output[0]), prompts)

@@ -1,0 +1,73 @@
+"""The four workloads with and without n-gram drafting, end to end on the real engine."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.pipeline import load_config, run_pipeline
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def workload_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("workloads")
+    result = run_pipeline(workdir, load_config("workloads"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def shots(workload_run):
+    return pd.read_parquet(workload_run / "results" / "shots.parquet")
+
+
+def test_every_workload_ran_with_drafting_on(shots):
+    drafted = shots[(shots["spec_mode"] == "ngram_simple") & (shots["workload"] != "continue_text")]
+    assert set(drafted["workload"]) == {"verbatim_recall", "needle", "edit_file", "new_code", "explain"}
+    assert (drafted["status"] == "ok").all()
+    assert (drafted["output_tokens"] > 0).all()
+    assert set(drafted["text_kind"]) == {"real", "synthetic"}
+
+
+def test_drafting_was_really_on(shots):
+    drafted = shots[shots["spec_mode"] == "ngram_simple"]
+    assert drafted["engine_draft_tokens"].fillna(0).sum() > 0  # llama-server reports draft_n
+    assert shots[shots["spec_mode"] == "none"]["engine_draft_tokens"].isna().all()
+
+
+def test_losslessness_is_measured_not_assumed(shots):
+    drafted = shots[(shots["spec_mode"] == "ngram_simple") & (shots["workload"] != "continue_text")]
+    assert drafted["lossless_vs_none"].notna().all()
+    diverged = drafted[drafted["lossless_vs_none"] == False]  # noqa: E712
+    assert diverged["first_divergence_token"].notna().all()
+
+
+def test_quality_columns(shots):
+    work = shots[shots["workload"] != "continue_text"]
+    assert work["copy_fraction"].between(0, 1).all()
+    assert work[work["workload"] == "needle"]["needle_found"].notna().all()
+    assert work[work["workload"] == "edit_file"]["edit_made"].notna().all()
+    assert work[work["workload"] == "verbatim_recall"]["recall_exact"].notna().all()
+
+
+def test_document_is_cut_to_the_exact_token_count(workload_run):
+    prompts = json.loads(
+        (workload_run / "results" / "prompts" / "llama_cpp" / "smollm2_135m.json").read_text()
+    )
+    for key in ("verbatim_recall-real", "needle-synthetic"):
+        item = prompts["workloads"][key]
+        assert item["source"]["document_tokens"] == 384
+        assert item["prompt_style"] == "chat template"  # SmolLM2 ships a ChatML template
+        assert item["prompt_tokens"] == len(item["token_ids"]) > 384
+    needle = prompts["workloads"]["needle-real"]["checks"]["needle"]
+    assert prompts["workloads"]["needle-real"]["text"].count(needle) == 1
+
+
+def test_workload_figures_exist(workload_run):
+    figures = pd.read_parquet(workload_run / "results" / "figures.parquet")
+    metrics = set(figures["metric"])
+    assert {"speedup_vs_none", "acceptance_rate", "copy_fraction", "lossless_share"} <= metrics
+    caveats = set(pd.read_parquet(workload_run / "results" / "caveats.parquet")["caveat_id"])
+    assert {"synthetic_text_in_use", "acceptance_length_not_derivable"} <= caveats

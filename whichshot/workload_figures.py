@@ -1,0 +1,106 @@
+"""Workload x speculative-mode figures (seed 002): speed-up, acceptance, copy, losslessness, needle."""
+
+import pandas as pd
+
+from whichshot.figures import Figure
+from whichshot.lossless import NO_DRAFT
+from whichshot.stats import WarmRule, warm_statistic
+
+CELL = ["engine", "model", "workload", "text_kind", "spec_mode", "protocol", "series_label"]
+# (column, metric, unit, kind, formula) for shares of boolean checks
+SHARES = (
+    ("lossless_vs_none", "lossless_share", "fraction", "measured",
+     "share of shots whose output tokens equal the no-draft shot's at the same position"),
+    ("needle_found", "needle_found_share", "fraction", "measured",
+     "share of shots whose output holds the passphrase"),
+    ("edit_made", "edit_made_share", "fraction", "measured",
+     "share of shots that returned the file with the rename"),
+    ("recall_exact", "recall_exact_share", "fraction", "measured",
+     "share of shots that repeated the marked section verbatim (whitespace-normalised)"),
+)  # fmt: skip
+
+
+def _speed(group: pd.DataFrame, protocol: str, rule: WarmRule) -> float | None:
+    """Decode tok/s of a cell the way the protocol figures compute it."""
+    if protocol == "cold":
+        values = group[group["shot_index"] == 1]["decode_tok_s"].dropna()
+        return float(values.median()) if len(values) else None
+    per_series = [warm_statistic(s.sort_values("series_position")["decode_tok_s"].tolist(), rule)
+                  for _, s in group.groupby("job_id")]  # fmt: skip
+    return float(pd.Series(per_series).median()) if per_series else None
+
+
+def _figure(key: tuple, metric: str, value, unit: str, kind: str, formula: str, shots, note="") -> Figure:
+    engine, model, _workload, _kind, _mode, protocol, label = key
+    return Figure(
+        figure_id="/".join([*label.split("."), metric]), value=value, unit=unit, kind=kind,
+        formula=formula, engine=engine, model=model, prompt_tokens=None, protocol=protocol,
+        metric=metric, shot_ids=shots["shot_id"].tolist(), series_label=label, note=note,
+    )  # fmt: skip
+
+
+def workload_figures(shots: pd.DataFrame, rule: WarmRule) -> list[Figure]:
+    """Per workload cell: speed-up over no drafting, acceptance, copy fraction, check shares."""
+    ok = shots[(shots["status"] == "ok") & (shots["workload"] != "continue_text")]
+    figures: list[Figure] = []
+    cells = {key: group for key, group in ok.groupby(CELL, sort=False)}
+    for key, group in cells.items():
+        figures += _speedup(key, group, cells, rule)
+        figures += _acceptance(key, group)
+        figures += _copy(key, group)
+        figures += _shares(key, group)
+    return figures
+
+
+def _speedup(key, group, cells, rule) -> list[Figure]:
+    engine, model, workload, kind, mode, protocol, label = key
+    base_label = ".".join([*label.split(".")[:-1], NO_DRAFT])
+    base = cells.get((engine, model, workload, kind, NO_DRAFT, protocol, base_label))
+    if mode == NO_DRAFT or base is None:
+        return []
+    ours, theirs = _speed(group, protocol, rule), _speed(base, protocol, rule)
+    if not ours or not theirs:
+        return []
+    formula = f"decode tok/s with {mode} / decode tok/s without drafting, same workload, text and protocol"
+    return [_figure(key, "speedup_vs_none", ours / theirs, "ratio", "derived", formula, group)]
+
+
+def _acceptance(key, group) -> list[Figure]:
+    drafted = group["engine_draft_tokens"].fillna(0).sum()
+    if key[4] == NO_DRAFT or drafted == 0:
+        return []
+    accepted = group["engine_draft_accepted"].fillna(0).sum()
+    formula = "sum of engine-reported draft_n_accepted / sum of draft_n over the cell's shots"
+    return [
+        _figure(key, "acceptance_rate", accepted / drafted, "fraction", "engine-reported", formula, group)
+    ]
+
+
+def _copy(key, group) -> list[Figure]:
+    values = group["copy_fraction"].dropna()
+    if values.empty:
+        return []
+    k = int(group["copy_span_tokens"].dropna().iloc[0])
+    formula = f"median share of output tokens inside >= {k}-token spans that occur in the prompt"
+    return [_figure(key, "copy_fraction", float(values.median()), "fraction", "derived", formula, group)]
+
+
+def _shares(key, group) -> list[Figure]:
+    figures = []
+    for column, metric, unit, kind, formula in SHARES:
+        values = group[column].dropna()
+        if values.empty:
+            continue
+        note = _divergence_note(group) if column == "lossless_vs_none" else ""
+        figures.append(
+            _figure(key, metric, float(values.astype(bool).mean()), unit, kind, formula, group, note)
+        )
+    return figures
+
+
+def _divergence_note(group: pd.DataFrame) -> str:
+    diverged = group[group["lossless_vs_none"] == False]  # noqa: E712 -- None means not compared
+    if diverged.empty:
+        return "identical to the no-draft output"
+    first = diverged.sort_values("first_divergence_token").iloc[0]
+    return f"first diverging token {int(first['first_divergence_token'])} in {first['shot_id']}"
