@@ -76,8 +76,8 @@ class Engine(Protocol):
         """Start one process and return once it reports ready."""
         ...
 
-    def speculative_args(self, mode: dict[str, Any]) -> list[str]:
-        """Server flags of one speculative decoding mode ({} = none)."""
+    def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
+        """Server flags of one speculative decoding mode ({} = none), with its draft model if any."""
         ...
 
     def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:

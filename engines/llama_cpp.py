@@ -54,8 +54,8 @@ class LlamaCpp:
                 return cached
             return _build_into(home, spec, identity, build_id, cache_root, jobs)
 
-    def speculative_args(self, mode: dict[str, Any]) -> list[str]:
-        return speculative_args(mode)
+    def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
+        return speculative_args(mode, draft_model_path)
 
     def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
         return [build["binaries"]["llama-bench"]["path"], "-m", str(model_path), "-o", "json"]
@@ -78,11 +78,13 @@ class LlamaCpp:
         return LlamaServer(process, base_url, ready_s)
 
 
-def speculative_args(mode: dict[str, Any]) -> list[str]:
+def speculative_args(mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
     """llama-server flags of one speculative mode ({} = none); an argument list, never a string."""
     if "type" not in mode:
         return []
     args = ["--spec-type", mode["type"]]
+    if draft_model_path is not None:
+        args += ["--spec-draft-model", str(draft_model_path)]
     for option, value in mode.get("options", {}).items():
         args += [f"--{option}", str(value)]
     return args

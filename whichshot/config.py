@@ -31,6 +31,18 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
         raise WhichshotError(f"invalid config: {problems[0]}{more}")
     _check_grid_not_empty(config)
     _check_synthetic_donors(config)
+    _check_draft_models(config)
+
+
+def _check_draft_models(config: dict[str, Any]) -> None:
+    for name, mode in config.get("spec_modes", {}).items():
+        draft = mode.get("draft_model")
+        if draft is not None and draft not in config["models"]:
+            raise WhichshotError(f"invalid config: spec_modes.{name}.draft_model: {draft!r} is not in models")
+        if (mode.get("type") == "draft-simple") != (draft is not None):
+            raise WhichshotError(
+                f"invalid config: spec_modes.{name}: draft-simple needs draft_model, and only it takes one"
+            )
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:

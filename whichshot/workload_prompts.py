@@ -26,15 +26,19 @@ def workload_keys(names: list[str], text_kinds: list[str]) -> list[tuple[str, st
 
 def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, seed: int) -> str:
     """A document of exactly n_tokens tokens with the needle planted once in its first half."""
-    budget_chars = int(1.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
+    budget_chars = int(2.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
     source = wl.pydoc_sections() if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
-    sections, total = [], 0
+    # Sections short enough that several whole ones fit: one of them is the section to recall.
+    source = [(title, text) for title, text in source if len(text) <= budget_chars / 4]
+    sections, total, needle_at = [], 0, 0
     for title, text in source:
         sections.append((title, text))
         total += len(text)
+        needle_at += total < 0.3 * budget_chars  # the needle goes before the section crossing 30 %
         if total >= budget_chars:
             break
-    ids = engine.tokenize(wl.make_document(sections, needle, needle_position_fraction=0.3))
+    fraction = needle_at / len(sections)
+    ids = engine.tokenize(wl.make_document(sections, needle, needle_position_fraction=fraction))
     if len(ids) < n_tokens:
         raise WhichshotError(f"{text_kind} document has only {len(ids)} tokens, {n_tokens} asked")
     document = engine.detokenize(ids[:n_tokens])
@@ -52,9 +56,14 @@ def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, A
         document = _document(engine, kind, cfg.get("document_tokens", 1024), needle, seed)
         source = {"corpus": "pydoc_topics" if kind == "real" else "synthetic_filler",
                   "document_tokens": cfg.get("document_tokens", 1024)}  # fmt: skip
-        if name == "needle":
-            return wl.needle_question(document, needle, seed, kind, source)
-        return wl.verbatim_recall(document, None, seed, needle, kind, source)
+        try:
+            if name == "needle":
+                return wl.needle_question(document, needle, seed, kind, source)
+            return wl.verbatim_recall(document, None, seed, needle, kind, source)
+        except ValueError as exc:
+            raise WhichshotError(
+                f"{name} ({kind}) with document_tokens={source['document_tokens']}: {exc}"
+            ) from None
     if name == "edit_file":
         return wl.edit_file(EDIT_MODULE, seed) if kind == "real" else wl.edit_file_synthetic(seed, 6)
     return wl.new_code(seed) if name == "new_code" else wl.explain(seed)

@@ -41,11 +41,15 @@ def shots_of_all_jobs():
 def job_inputs(wildcards):
     """A job needs its engine's build, its model and its prompts."""
     job = JOBS[wildcards.job]
-    return {
+    inputs = {
         "build": f"results/engines/{job.engine}/build.json",
         "model": f"results/models/{job.model}.json",
         "prompts": f"results/prompts/{job.engine}/{job.model}.json",
     }
+    draft = config["spec_modes"].get(job.spec_mode, {}).get("draft_model")
+    if draft:
+        inputs["draft_model"] = f"results/models/{draft}.json"
+    return inputs
 
 
 def bench_outputs():

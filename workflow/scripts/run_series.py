@@ -22,7 +22,9 @@ def main(smk):
     prompts = json.loads(Path(smk.input.prompts).read_text())
     engine = load_engine(engine_spec["kind"])
     spec_mode = smk.params.spec_modes.get(job.spec_mode, {})
-    spec_args = tuple(engine.speculative_args(spec_mode))
+    draft_json = getattr(smk.input, "draft_model", None)
+    draft_path = Path(json.loads(Path(draft_json).read_text())["path"]) if draft_json else None
+    spec_args = tuple(engine.speculative_args(spec_mode, draft_path))
     ctx = JobContext(
         job=job,
         run_id=smk.params.run_id,
