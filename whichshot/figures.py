@@ -81,9 +81,28 @@ def protocol_figures(shots: pd.DataFrame, rule: WarmRule) -> list[Figure]:
     return figures
 
 
+def _cold_values(group: pd.DataFrame, metric: str) -> list[float]:
+    """The metric of shot 1 of each fresh process."""
+    return group[group["shot_index"] == 1][metric].dropna().tolist()
+
+
+def _warm_values(group: pd.DataFrame, metric: str, rule: WarmRule) -> list[float]:
+    """The warm statistic of each series in the group."""
+    return [
+        warm_statistic(series.sort_values("series_position")[metric].tolist(), rule)
+        for _job, series in group.groupby("job_id")
+    ]
+
+
+def cell_statistic(group: pd.DataFrame, metric: str, protocol: str, rule: WarmRule) -> float | None:
+    """A cell's headline value: median of cold shot-1 values, or median of the series' warm statistics."""
+    values = _cold_values(group, metric) if protocol == "cold" else _warm_values(group, metric, rule)
+    return statistics.median(values) if values else None
+
+
 def _cold_figure(group: pd.DataFrame, metric, unit, kind, formula) -> Figure:
     first_shots = group[group["shot_index"] == 1]
-    values = first_shots[metric].dropna().tolist()
+    values = _cold_values(group, metric)
     return Figure(
         figure_id="",
         value=statistics.median(values) if values else None,
@@ -97,11 +116,9 @@ def _cold_figure(group: pd.DataFrame, metric, unit, kind, formula) -> Figure:
 
 
 def _warm_figure(group: pd.DataFrame, metric, unit, kind, formula, rule: WarmRule) -> Figure:
-    values, ids, described = [], [], []
+    values, ids, described = _warm_values(group, metric, rule), [], []
     for _job, series in group.groupby("job_id"):
-        series = series.sort_values("series_position")
         kept = rule.shot_indices(len(series))
-        values.append(warm_statistic(series[metric].tolist(), rule))
         ids += series[series["series_position"].isin(kept)]["shot_id"].tolist()
         described.append(rule.describe(len(series)))
     return Figure(

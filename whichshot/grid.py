@@ -117,8 +117,7 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     workloads = config.get("workloads", {})
     protocol = {**PROTOCOL_DEFAULTS, **config["protocol"]}
     keys = workload_keys(workloads.get("names", []), workloads.get("text_kinds", ["real"]))
-    shapes = [k for k in _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1],
-                                        "precondition_s": [0]})]  # fmt: skip
+    shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     context = workloads.get("context_tokens", 4096)
     axes = itertools.product(config["engines"], measured_models(config), keys,
                              config.get("spec_modes", {"none": {}}), shapes,
@@ -134,10 +133,7 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:
     """Look a job up by its id (raises KeyError for an id the config does not produce)."""
-    for job in expand_jobs(config):
-        if job.job_id == job_id:
-            return job
-    for job in expand_workload_jobs(config):
+    for job in expand_jobs(config) + expand_workload_jobs(config):
         if job.job_id == job_id:
             return job
     raise KeyError(job_id)

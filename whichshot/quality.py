@@ -45,6 +45,11 @@ def needle_found(output_text: str, needle: str) -> bool:
     return _normalise(needle) in _normalise(output_text)
 
 
+def contains_verbatim(output_text: str, reference_text: str) -> bool:
+    """The reference appears in the output word for word (case kept, whitespace runs collapsed)."""
+    return " ".join(reference_text.split()) in " ".join(output_text.split())
+
+
 def rename_applied(output_text: str, old_name: str, new_name: str) -> dict[str, bool | int]:
     """Whether `def new_name(` is present and `def old_name(` gone; how many `old_name` words remain."""
     new_def = re.search(rf"\bdef\s+{re.escape(new_name)}\s*\(", output_text) is not None

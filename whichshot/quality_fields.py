@@ -3,13 +3,9 @@
 from typing import Any
 
 from engines.base import ShotOutcome
-from whichshot.quality import copy_fraction, needle_found, rename_applied
+from whichshot.quality import contains_verbatim, copy_fraction, needle_found, rename_applied
 
 COPY_SPAN_TOKENS = 8  # k: an output token counts as copied when it lies in a >= k-token span of the prompt
-
-
-def _normalised(text: str) -> str:
-    return " ".join(text.split())
 
 
 def quality_fields(outcome: ShotOutcome, prompt_ids: list[int], prompt: dict[str, Any]) -> dict[str, Any]:
@@ -28,5 +24,5 @@ def quality_fields(outcome: ShotOutcome, prompt_ids: list[int], prompt: dict[str
             rename_applied(text, checks["rename"]["old"], checks["rename"]["new"])["renamed"]
         )
     if "reference_text" in checks:
-        fields["recall_exact"] = _normalised(checks["reference_text"]) in _normalised(text)
+        fields["recall_exact"] = contains_verbatim(text, checks["reference_text"])
     return fields

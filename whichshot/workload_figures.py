@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from whichshot.figures import Figure
+from whichshot.figures import Figure, cell_statistic
 from whichshot.lossless import NO_DRAFT
-from whichshot.stats import WarmRule, warm_statistic
+from whichshot.stats import WarmRule
 
 CELL = ["engine", "model", "workload", "text_kind", "spec_mode", "protocol", "series_label"]
 # (column, metric, unit, kind, formula) for shares of boolean checks
@@ -18,16 +18,6 @@ SHARES = (
     ("recall_exact", "recall_exact_share", "fraction", "measured",
      "share of shots that repeated the marked section verbatim (whitespace-normalised)"),
 )  # fmt: skip
-
-
-def _speed(group: pd.DataFrame, protocol: str, rule: WarmRule) -> float | None:
-    """Decode tok/s of a cell the way the protocol figures compute it."""
-    if protocol == "cold":
-        values = group[group["shot_index"] == 1]["decode_tok_s"].dropna()
-        return float(values.median()) if len(values) else None
-    per_series = [warm_statistic(s.sort_values("series_position")["decode_tok_s"].tolist(), rule)
-                  for _, s in group.groupby("job_id")]  # fmt: skip
-    return float(pd.Series(per_series).median()) if per_series else None
 
 
 def _figure(key: tuple, metric: str, value, unit: str, kind: str, formula: str, shots, note="") -> Figure:
@@ -58,7 +48,8 @@ def _speedup(key, group, cells, rule) -> list[Figure]:
     base = cells.get((engine, model, workload, kind, NO_DRAFT, protocol, base_label))
     if mode == NO_DRAFT or base is None:
         return []
-    ours, theirs = _speed(group, protocol, rule), _speed(base, protocol, rule)
+    ours = cell_statistic(group, "decode_tok_s", protocol, rule)
+    theirs = cell_statistic(base, "decode_tok_s", protocol, rule)
     if not ours or not theirs:
         return []
     formula = f"decode tok/s with {mode} / decode tok/s without drafting, same workload, text and protocol"

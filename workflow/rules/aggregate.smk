@@ -1,7 +1,7 @@
 rule aggregate_shots:
     input:
         shots=shots_of_all_jobs(),
-        telemetry=[path.replace("shots/", "telemetry/") for path in shots_of_all_jobs()],
+        telemetry=telemetry_of_all_jobs(),
     output:
         shots="results/shots.parquet",
         telemetry="results/telemetry.parquet",

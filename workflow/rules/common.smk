@@ -38,6 +38,10 @@ def shots_of_all_jobs():
     return [f"results/shots/{job_id}.jsonl" for job_id in JOBS]
 
 
+def telemetry_of_all_jobs():
+    return [f"results/telemetry/{job_id}.jsonl" for job_id in JOBS]
+
+
 def job_inputs(wildcards):
     """A job needs its engine's build, its model and its prompts."""
     job = JOBS[wildcards.job]
