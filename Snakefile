@@ -16,6 +16,7 @@ include: "workflow/rules/prompts.smk"
 include: "workflow/rules/protocol.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/archive.smk"
 
 
 rule all:

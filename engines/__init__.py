@@ -4,11 +4,15 @@ import importlib
 
 from engines.base import Engine
 
-ENGINE_KINDS = ("llama_cpp",)
+# kind -> module (transformers' module may not be named transformers: it would shadow the library)
+MODULES = {"llama_cpp": "llama_cpp", "transformers": "transformers_engine", "openai": "openai_compat"}
+ENGINE_KINDS = tuple(MODULES)
+# Kinds with a benchmark tool of their own (llama-bench) for the cross-check.
+BENCH_KINDS = ("llama_cpp",)
 
 
 def load_engine(kind: str) -> Engine:
-    """The engine object of module `engines.<kind>`."""
-    if kind not in ENGINE_KINDS:
+    """The engine object of the kind's module."""
+    if kind not in MODULES:
         raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(ENGINE_KINDS)}")
-    return importlib.import_module(f"engines.{kind}").ENGINE
+    return importlib.import_module(f"engines.{MODULES[kind]}").ENGINE

@@ -41,6 +41,8 @@ class ShotOutcome:
     prompt_tokens_engine: int | None
     engine_timings: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
+    # Deltas of the server's process-wide Prometheus counters over the shot ({} = not read).
+    server_counters: dict[str, Any] = field(default_factory=dict)
 
 
 class RunningEngine(Protocol):

@@ -1,9 +1,11 @@
 """llama.cpp: built from the vendored source of a pinned llama-cpp-python sdist; served by llama-server."""
 
+import collections
 import json
 import platform
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -13,6 +15,7 @@ from typing import Any
 import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
 from whichshot import pypi
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
@@ -20,7 +23,7 @@ from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
 from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
-from whichshot.sse import post_stream
+from whichshot.sse import MalformedStream, post_stream
 
 BINARIES = ("llama-server", "llama-bench")
 BASE_CMAKE_FLAGS = (
@@ -104,6 +107,7 @@ def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: i
         "--no-webui",
         "--no-cache-prompt",
         "--metrics",
+        "--log-verbosity", "4",  # level 4 prints the KV cache size; per request it adds ~25 lines
         *settings.extra_args,
     ]  # fmt: skip
 
@@ -116,6 +120,8 @@ class LlamaServer:
         self.base_url = base_url
         self.ready_s = ready_s
         self.context_tokens = self._context_tokens()
+        self._log = LogReader(process.log_path)
+        self.startup_facts = kv_cache_facts(self._log.read_until("llama_kv_cache: size"))
 
     def _context_tokens(self) -> int | None:
         props = requests.get(f"{self.base_url}/props", timeout=10).json()
@@ -154,28 +160,42 @@ class LlamaServer:
                 max_events=request.max_output_tokens + 2,
             )
         except requests.RequestException as exc:
-            if not self.process.alive():
+            if self.process.exited(grace_s=1.0):
                 raise EngineDied(
-                    f"engine exited with code {self.process.popen.returncode} during the shot"
+                    f"engine exited with {self.process.exit_description()} during the shot "
+                    f"(log {self.process.log_path})"
                 ) from None
             raise WhichshotError(f"request failed: {exc}") from None
-        return _outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
+        outcome = _outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens)
+        self._add_log_facts(outcome)
+        return outcome
+
+    def _add_log_facts(self, outcome: ShotOutcome) -> None:
+        """Read the request's log lines; the draft line comes last, and only when the engine drafted."""
+        drafted = bool(outcome.engine_timings.get("draft_n"))
+        text = self._log.read_until("draft acceptance =" if drafted else "total time =")
+        if drafted:
+            outcome.engine_timings["draft_mean_len"] = draft_mean_length(text)
 
     def stop(self) -> int | None:
         return self.process.stop()
 
 
-def _outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutcome:
+def _outcome(t_request_s: float, t_end_s: float, events: list, max_tokens: int) -> ShotOutcome:
     token_events, token_ids, text_parts = [], [], []
     final: dict[str, Any] = {}
     for t_arrival_s, event in events:
-        ids = event.get("tokens") or []
+        ids = _event_tokens(event)
         if ids:
             token_events.append((t_arrival_s, len(ids)))
             token_ids.extend(ids)
-        text_parts.append(event.get("content", ""))
+        text_parts.append(_event_text(event))
         if event.get("stop"):
             final = event
+    if not final:
+        raise MalformedStream("the stream ended without its final (stop) event: the output is incomplete")
+    if len(token_ids) > max_tokens:
+        raise MalformedStream(f"output longer than asked: {len(token_ids)} tokens for n_predict {max_tokens}")
     timings = final.get("timings", {})
     return ShotOutcome(
         t_request_s=t_request_s,
@@ -187,6 +207,20 @@ def _outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutcome:
         engine_timings=timings,
         stop_reason=final.get("stop_type"),
     )
+
+
+def _event_tokens(event: dict[str, Any]) -> list[int]:
+    ids = event.get("tokens") or []
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise MalformedStream(f"event 'tokens' is not a list of token ids: {str(ids)[:80]}")
+    return ids
+
+
+def _event_text(event: dict[str, Any]) -> str:
+    text = event.get("content", "")
+    if not isinstance(text, str):
+        raise MalformedStream(f"event 'content' is not text: {str(text)[:80]}")
+    return text
 
 
 # -- build helpers ------------------------------------------------------------------------
@@ -277,10 +311,29 @@ def _install_binaries(built: Path, dest: Path) -> dict[str, dict[str, str]]:
 
 
 def _run(argv: list[str]) -> None:
-    # Build output goes to our stdout, which the rule sends to its log.
-    result = subprocess.run(argv, stdout=None, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise WhichshotError(f"engine build step failed ({' '.join(argv[:3])} ...): see the log")
+    """One build step; its output goes to sys.stdout (the rule's log), its error into the exception."""
+    tail: collections.deque[str] = collections.deque(maxlen=60)
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as step:
+        for line in step.stdout:
+            sys.stdout.write(line)
+            tail.append(line.strip())
+    if step.returncode != 0:
+        raise WhichshotError(
+            f"engine build step failed ({argv[0]} {argv[1]} exited with {step.returncode}): "
+            f"{_build_error(list(tail))}"
+        )
+
+
+def _build_error(lines: list[str]) -> str:
+    """The first line of the tail that says 'error' and the three after it (CMake puts the reason
+    there; make's own 'Error 2' lines come after the compiler's)."""
+    lines = [line for line in lines if line]
+    hits = [i for i, line in enumerate(lines) if "error" in line.lower()]
+    start = hits[0] if hits else max(len(lines) - 1, 0)
+    text = " ".join(lines[start : start + 4]) or "no output"
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def _first_line(argv: list[str], last: bool = False) -> str | None:

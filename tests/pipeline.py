@@ -18,17 +18,24 @@ def load_config(name: str) -> dict[str, Any]:
 
 
 def run_pipeline(
-    workdir: Path, config: dict[str, Any], *extra: str, timeout_s: float = 3600
+    workdir: Path,
+    config: dict[str, Any],
+    *extra: str,
+    timeout_s: float = 3600,
+    profile: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """snakemake --cores 1 in `workdir`, whose config/config.yaml is `config`."""
+    """snakemake in `workdir`, whose config/config.yaml is `config`: --cores 1 with the default
+    workflow profile, or `profile` (which then sets the executor and its limits) in `env`."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(copy.deepcopy(config)))
+    limits = ["--cores", "1"] if profile is None else []
+    profile = profile or REPO / "workflow" / "profiles" / "default"
     argv = [
         sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(workdir), "--cores", "1",
-        "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"), *extra,
+        "--directory", str(workdir), *limits, "--workflow-profile", str(profile), *extra,
     ]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
 
 
 def engine_processes() -> list[psutil.Process]:

@@ -37,6 +37,14 @@ def test_drafting_was_really_on(shots):
     assert shots[shots["spec_mode"] == "none"]["engine_draft_tokens"].isna().all()
 
 
+def test_engine_log_facts_are_read(shots):
+    """KV cache size for every process, the mean draft length for every shot that drafted."""
+    assert (shots["kv_cache_mib"] > 0).all() and (shots["kv_cache_cells"] > 0).all()
+    drafted = shots[shots["engine_draft_tokens"].fillna(0) > 0]
+    assert not drafted.empty and (drafted["engine_draft_mean_len"] >= 1).all()
+    assert shots.loc[shots["engine_draft_tokens"].isna(), "engine_draft_mean_len"].isna().all()
+
+
 def test_losslessness_is_measured_not_assumed(shots):
     drafted = shots[(shots["spec_mode"] == "ngram_simple") & (shots["workload"] != "continue_text")]
     assert drafted["lossless_vs_none"].notna().all()

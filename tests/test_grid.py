@@ -1,4 +1,12 @@
-from whichshot.grid import expand_jobs, job_by_id
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from whichshot.config import check_config
+from whichshot.errors import WhichshotError
+from whichshot.grid import expand_jobs, expand_workload_jobs, job_by_id
 
 
 def _config(**protocol):
@@ -47,3 +55,35 @@ def test_prompt_order_reversal():
 
 def test_protocol_switched_off_drops_its_jobs():
     assert all(j.protocol == "warm" for j in expand_jobs(_config(cold_processes=0)))
+
+
+def _workload_config(**workloads):
+    return {
+        "engines": {"e": {}},
+        "models": {"big": {}, "small": {}, "draft": {"measure": False}},
+        "protocol": {"cold_processes": 3, "warm_shots": 6, "rests_s": [0, 15]},
+        "workloads": {"names": ["verbatim_recall", "explain"], "text_kinds": ["real"], **workloads},
+        "spec_modes": {"none": {}, "ngram": {"type": "ngram-mod"}},
+    }
+
+
+def test_workload_series_take_their_own_lengths_and_models():
+    jobs = expand_workload_jobs(_workload_config(models=["small"], cold_processes=1, warm_shots=3))
+    assert {job.model for job in jobs} == {"small"}
+    assert {(job.protocol, job.series_length) for job in jobs} == {("cold", 1), ("warm", 3)}
+    assert len(jobs) == 2 * 2 * 2  # workloads x modes x {cold, warm at the first rest}
+    assert {job.rest_s for job in jobs} == {0.0}
+
+
+def test_workload_series_default_to_the_protocol_and_every_measured_model():
+    jobs = expand_workload_jobs(_workload_config())
+    assert {job.model for job in jobs} == {"big", "small"}
+    assert {(job.protocol, job.series_length) for job in jobs} == {("cold", 3), ("warm", 6)}
+
+
+def test_workload_model_must_be_measured():
+    config = yaml.safe_load((Path(__file__).parent.parent / "config" / "config.yaml").read_text())
+    config = copy.deepcopy(config)
+    config["workloads"]["models"] = ["nope"]
+    with pytest.raises(WhichshotError, match="workloads.models: 'nope' is not a measured model"):
+        check_config(config)

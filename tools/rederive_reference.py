@@ -26,8 +26,7 @@ def main(run_dir: Path, run_id: str) -> None:
     }
     bench = sorted(run_dir.glob("bench/*/*.json"))
     write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"])
-    report = run_dir / "report"
-    write_report_from_files(paths, report / "index.html", report / "tok_s_by_shot_index.png", run_id)
+    write_report_from_files(paths, run_dir / "report", run_id)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from whichshot.crosscheck import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
+from whichshot.engine_caveats import ENGINE_RULES
 from whichshot.figures import Figure
 from whichshot.power import (
     CLOCK_DROP_FRACTION,
@@ -88,17 +89,38 @@ def sensor_fallback(ev: Evidence) -> Caveat | None:
     return Caveat("sensor_fallback", "Read from a weaker source: " + "; ".join(notes) + ".", [])
 
 
+def telemetry_gap(ev: Evidence) -> Caveat | None:
+    if "telemetry_gaps" not in ev.shots:
+        return None
+    gapped = ev.shots[ev.shots["telemetry_gaps"].notna()]
+    if gapped.empty:
+        return None
+    notes = sorted({n for joined in gapped["telemetry_gaps"] for n in joined.split("|") if n})
+    return Caveat(
+        "telemetry_gap",
+        f"A sensor stopped answering mid-run: {len(gapped)} shot(s) have no reading from it from the "
+        "failure on (not measured, never filled in); the shots themselves ran and count. "
+        + "; ".join(notes[:4])
+        + ".",
+        [],
+    )
+
+
 def client_engine_disagree(ev: Evidence) -> Caveat | None:
     bad = [f for f in ev.figures if f.metric == "client_vs_engine_decode_ratio"
            and f.value is not None and abs(f.value - 1) > CLIENT_ENGINE_TOLERANCE]  # fmt: skip
     if not bad:
         return None
     worst = max(bad, key=lambda f: abs(f.value - 1))
+    # The headline decode figures of the same engine and model carry the caveat too.
+    pairs = {(f.engine, f.model) for f in bad}
+    timed = _ids(ev.figures, lambda f: (f.engine, f.model) in pairs
+                 and f.metric in ("decode_tok_s", "engine_decode_tok_s"))  # fmt: skip
     return Caveat(
         "client_engine_disagree",
         f"Client-side and engine-reported decode speed differ by more than "
         f"{CLIENT_ENGINE_TOLERANCE:.0%} (worst: {worst.value - 1:+.1%} for {worst.model}).",
-        [f.figure_id for f in bad],
+        [f.figure_id for f in bad] + timed,
     )
 
 
@@ -173,11 +195,12 @@ def context_reduced(ev: Evidence) -> Caveat | None:
     if reduced.empty:
         return None
     row = reduced.iloc[0]
+    shot_ids = set(reduced["shot_id"])
     return Caveat(
         "context_reduced",
-        f"The engine chose a smaller context window than asked "
-        f"({int(row['context_tokens_engine'])} < {int(row['context_tokens_requested'])}).",
-        [],
+        f"The engine chose a smaller context window than asked in {len(reduced)} shot(s) "
+        f"(e.g. {int(row['context_tokens_engine'])} < {int(row['context_tokens_requested'])}).",
+        _ids(ev.figures, lambda f: bool(shot_ids.intersection(f.shot_ids))),
     )
 
 
@@ -276,13 +299,14 @@ def lossless_failed(ev: Evidence) -> Caveat | None:
 
 
 def acceptance_length_absent(ev: Evidence) -> Caveat | None:
-    rates = _ids(ev.figures, lambda f: f.metric == "acceptance_rate")
+    with_length = {f.series_label for f in ev.figures if f.metric == "draft_mean_len"}
+    rates = _ids(ev.figures, lambda f: f.metric == "acceptance_rate" and f.series_label not in with_length)
     if not rates:
         return None
     return Caveat(
         "acceptance_length_not_derivable",
-        "The engine reports drafted and accepted token counts but not the number of verification "
-        "steps, so the mean accepted length per step is not shown (never estimated).",
+        "For these cells the engine reported drafted and accepted token counts but not the mean "
+        "accepted length per verification step, so it is not shown (never estimated).",
         rates,
     )
 
@@ -292,6 +316,7 @@ RULES = (
     one_repeat,
     sensors_unreadable,
     sensor_fallback,
+    telemetry_gap,
     client_engine_disagree,
     bench_disagree,
     other_tool,
@@ -306,6 +331,7 @@ RULES = (
     synthetic_text,
     lossless_failed,
     acceptance_length_absent,
+    *ENGINE_RULES,  # cross-engine comparisons and server counters: engine_caveats.py
 )
 
 

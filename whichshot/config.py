@@ -6,6 +6,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from whichshot.engine_config import check_engines, check_spec_modes
 from whichshot.errors import WhichshotError
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
@@ -32,17 +33,63 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_grid_not_empty(config)
     _check_synthetic_donors(config)
     _check_draft_models(config)
+    _check_workload_models(config)
+    _check_prompts_fit_context(config, schema or load_schema())
+
+
+def check_config_file(path: str | Path) -> None:
+    """Refuse a YAML/JSON config that gives one key twice: loaders silently keep the last one."""
+    try:
+        root = yaml.compose(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return  # not parseable at all: the loader reports that itself
+    _check_unique_keys(root, [], Path(path).name)
+
+
+def _check_unique_keys(node: yaml.Node | None, where: list[str], file_name: str) -> None:
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_unique_keys(item, [*where, str(index)], file_name)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: set[str] = set()
+    for key, value in node.value:
+        name = str(key.value)
+        if name in seen:
+            raise WhichshotError(
+                f"invalid config: {'.'.join([*where, name])}: given twice ({file_name} line "
+                f"{key.start_mark.line + 1}); names must be unique"
+            )
+        seen.add(name)
+        _check_unique_keys(value, [*where, name], file_name)
+
+
+def _check_prompts_fit_context(config: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Every prompt plus its output must fit every context window it is run with."""
+    defaults = {k: v.get("default") for k, v in schema["properties"]["protocol"]["properties"].items()}
+    protocol = {**defaults, **config.get("protocol", {})}
+    need = max(config["prompts"]["lengths"]) + protocol["output_tokens"]
+    if need > min(protocol["context_tokens"]):
+        raise WhichshotError(
+            f"invalid config: prompts.lengths: a {max(config['prompts']['lengths'])}-token prompt plus "
+            f"{protocol['output_tokens']} output tokens does not fit protocol.context_tokens "
+            f"{min(protocol['context_tokens'])}"
+        )
+
+
+def _check_workload_models(config: dict[str, Any]) -> None:
+    models = config.get("models", {})
+    for name in config.get("workloads", {}).get("models", []):
+        if name not in models or not models[name].get("measure", True):
+            raise WhichshotError(
+                f"invalid config: workloads.models: {name!r} is not a measured model in models"
+            )
 
 
 def _check_draft_models(config: dict[str, Any]) -> None:
-    for name, mode in config.get("spec_modes", {}).items():
-        draft = mode.get("draft_model")
-        if draft is not None and draft not in config["models"]:
-            raise WhichshotError(f"invalid config: spec_modes.{name}.draft_model: {draft!r} is not in models")
-        if (mode.get("type") == "draft-simple") != (draft is not None):
-            raise WhichshotError(
-                f"invalid config: spec_modes.{name}: draft-simple needs draft_model, and only it takes one"
-            )
+    # Engines and modes per engine kind (draft models, loopback binding): engine_config.py.
+    check_engines(config)
+    check_spec_modes(config)
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:
@@ -71,7 +118,11 @@ def _problem(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return f"unknown key ({error.message})"
     if error.validator == "oneOf" and isinstance(error.instance, dict):
-        return "give exactly one of 'packages' or 'path' (each with 'sha256'), or 'synthetic'"
+        problem = "give exactly one of 'packages' or 'path' (each with 'sha256'), or 'synthetic'"
+        sources = [k for k in ("packages", "path") if k in error.instance]
+        if len(sources) == 1 and "sha256" not in error.instance:
+            problem += f": 'sha256' is missing for '{sources[0]}'"
+        return problem
     if error.validator == "pattern":
         return f"{error.instance!r} is not of the expected form ({error.validator_value})"
     return error.message

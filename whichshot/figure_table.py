@@ -8,9 +8,11 @@ import pandas as pd
 
 from whichshot.caveats import Evidence, fire_caveats
 from whichshot.crosscheck import bench_figures, client_engine_agreement
+from whichshot.engine_comparison import engine_comparison_figures
 from whichshot.figures import Figure, assign_ids, protocol_figures
 from whichshot.power import power_figures
 from whichshot.stats import WarmRule
+from whichshot.which_shot import label_figures
 from whichshot.workload_figures import workload_figures
 
 
@@ -23,6 +25,8 @@ def compute_figures(
     figures += bench_figures(shots, bench_runs)
     figures += power_figures(shots, rule)
     figures += workload_figures(shots, rule)
+    figures += engine_comparison_figures(shots, rule)
+    figures = label_figures(figures, shots)
     caveats = fire_caveats(Evidence(shots, figures, unreadable_sensors(shots)))
     return figures, caveats
 

@@ -33,6 +33,13 @@ class Figure:
     note: str = ""
     timed_by: str = "whichshot client"
     caveat_ids: list[str] = field(default_factory=list)
+    workload: str = ""
+    text_kind: str = ""
+    spec_mode: str = ""
+    # What the figure was computed from where shot ids alone don't say it (llama-bench, telemetry).
+    source: str = ""
+    # Protocol, shot indices used, rest before the shot and whose tool timed it, in words.
+    which_shot: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -8,6 +8,8 @@ import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from whichshot.spec_modes import applies
+
 # Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
 # control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.
 ORDERS = {"same": ("A",), "forward": ("A", "B"), "reverse": ("B", "A")}
@@ -115,20 +117,29 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     from whichshot.workload_prompts import workload_keys
 
     workloads = config.get("workloads", {})
-    protocol = {**PROTOCOL_DEFAULTS, **config["protocol"]}
+    protocol = {**PROTOCOL_DEFAULTS, **config["protocol"], **_workload_protocol(workloads)}
     keys = workload_keys(workloads.get("names", []), workloads.get("text_kinds", ["real"]))
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     context = workloads.get("context_tokens", 4096)
-    axes = itertools.product(config["engines"], measured_models(config), keys,
-                             config.get("spec_modes", {"none": {}}), shapes,
+    models = workloads.get("models") or measured_models(config)
+    modes = config.get("spec_modes", {"none": {}})
+    axes = itertools.product(config["engines"], models, keys, modes, shapes,
                              range(1, protocol["repeats"] + 1))  # fmt: skip
     jobs = []
     for engine, model, (workload, kind), mode, (name, rest_s, pre_s, n), repeat in axes:
+        if not applies(modes[mode], config["engines"][engine].get("kind", "llama_cpp")):
+            continue  # the mode has no settings for this engine's kind: skipped, never run as none
         shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s"
         job_id = f"{engine}.{model}.{workload}-{kind}.{shape}.ctx{context}.{mode}.rep{repeat}"
         jobs.append(Job(job_id, engine, model, 0, name, rest_s, context, "same", pre_s, repeat, n,
                         workload, kind, mode))  # fmt: skip
     return jobs
+
+
+def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
+    """Workload series lengths where the config sets them apart from the protocol grid's."""
+    keys = ("cold_processes", "warm_shots")
+    return {key: workloads[key] for key in keys if workloads.get(key) is not None}
 
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:

@@ -6,6 +6,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from whichshot.cluster import cluster_identity
+
 
 def cpu_model() -> str | None:
     """The CPU's model name from /proc/cpuinfo (or platform's guess)."""
@@ -25,6 +27,6 @@ def host_identity() -> dict[str, Any]:
         "os": f"{platform.system()} {platform.release()}",
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "gpu_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        **cluster_identity(),
     }

@@ -73,6 +73,25 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def exited(self, grace_s: float = 1.0) -> bool:
+        """Whether the process has exited, waiting up to grace_s for it.
+
+        A killed engine closes its sockets a moment before the kernel reports it dead, so a
+        client that sees the connection drop asks too early with alive() alone.
+        """
+        try:
+            self.popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def exit_description(self) -> str:
+        """'code 1' or 'signal SIGKILL': how the process ended (call once it has)."""
+        code = self.popen.returncode
+        if code is not None and code < 0:
+            return f"signal {signal.Signals(-code).name}"
+        return f"code {code}"
+
     def log_tail(self, lines: int = 15) -> str:
         """The last lines the engine wrote, for error messages."""
         try:
@@ -87,7 +106,7 @@ class EngineProcess:
         while time.monotonic() < deadline:
             if not self.alive():
                 raise EngineNotReady(
-                    f"engine exited with code {self.popen.returncode} while starting "
+                    f"engine exited with {self.exit_description()} while starting "
                     f"(log {self.log_path}): {self._last_line()}"
                 )
             if is_ready():
@@ -99,9 +118,10 @@ class EngineProcess:
         )
 
     def _last_line(self) -> str:
-        tail = [line for line in self.log_tail(40).splitlines() if line.strip()]
-        errors = [line for line in tail if "error" in line.lower()]
-        return (errors or tail or ["<empty log>"])[-1].strip()
+        """The first error line of the log's tail (the cause; later ones echo it), else its last line."""
+        tail = [line for line in self.log_tail(80).splitlines() if line.strip()]
+        errors = [line for line in tail if " E " in line or "error" in line.lower()]
+        return (errors[:1] or tail[-1:] or ["<empty log>"])[0].strip()
 
     def stop(self) -> int | None:
         """SIGTERM the process group, SIGKILL after a grace period; return the exit code."""

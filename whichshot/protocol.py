@@ -1,7 +1,9 @@
 """Run one series (job): start processes, send shots, rest, record every shot durably."""
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +15,7 @@ from engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
 from whichshot.atomic import JsonlJournal
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.grid import Job
+from whichshot.hashing import sha256_text
 from whichshot.quality_fields import quality_fields
 from whichshot.records import (
     SCHEMA_VERSION,
@@ -64,7 +67,8 @@ class _ProcessState:
 def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
     """Run every shot of the series that the journal does not already hold; then promote it."""
     records = journal.read_existing()
-    journal.rewrite(records)
+    with _writable(journal):
+        journal.rewrite(records)
     finished = {r["series_position"] for r in records}
     process_seq = 1 + max((r["process_seq"] for r in records), default=0)
     state: _ProcessState | None = None
@@ -83,15 +87,29 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
             elif ctx.job.rest_s > 0:
                 time.sleep(ctx.job.rest_s)
             record = _run_shot(ctx, state, position)
-            journal.append(record)
+            with _writable(journal):
+                journal.append(record)
             records.append(record)
-            if record["status"] != "ok" and not state.server.process.alive():
+            if record["engine_died"]:
                 _stop(state)
                 state, engine_died = None, True
     finally:
         _stop(state)
-    journal.promote()
+    with _writable(journal):
+        journal.promote()
     return records
+
+
+@contextlib.contextmanager
+def _writable(journal: JsonlJournal) -> Iterator[None]:
+    """A results disk that refuses a write stops the job with one line; written shots stay."""
+    try:
+        yield
+    except OSError as exc:
+        raise WhichshotError(
+            f"cannot write {journal.partial_path}: {exc.strerror or exc}; the shots written "
+            "before this are kept there and a rerun resumes from them"
+        ) from None
 
 
 def _start_reason(job: Job, position: int, engine_died: bool) -> str:
@@ -145,13 +163,16 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     request = _request(ctx, variant)
     record = _identity(ctx, state, position)
     record["prompt_variant"] = variant
+    record["prompt_sha256"] = sha256_text(",".join(map(str, request.prompt_token_ids)))
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
     t_start_s = time.monotonic()
     try:
         outcome = state.server.shot(request)
     except (WhichshotError, requests.RequestException) as exc:
-        died = isinstance(exc, EngineDied) or not state.server.process.alive()
+        # A dropped connection may come a moment before the process is seen dead: wait a little.
+        lost = isinstance(exc, requests.RequestException)
+        died = isinstance(exc, EngineDied) or state.server.process.exited(grace_s=1.0 if lost else 0.0)
         record.update(empty_result_fields())
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
@@ -184,6 +205,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "engine": job.engine,
         "engine_kind": ctx.engine.kind,
         "build_id": ctx.build["build_id"],
+        "engine_dtype": ctx.build.get("dtype"),
         "model": job.model,
         "model_sha256": ctx.model["sha256"],
         "model_file_type": ctx.model["metadata"]["file_type"],
@@ -212,8 +234,15 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "process_age_s": time.monotonic() - server.process.t_spawn_s,
         "context_tokens_requested": ctx.settings.context_tokens,
         "context_tokens_engine": server.context_tokens,
+        **_startup_facts(server),
         "output_tokens_requested": ctx.output_tokens,
         "threads": ctx.settings.threads,
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
         **ctx.identity,
     }
+
+
+def _startup_facts(server: Any) -> dict[str, Any]:
+    """KV cache facts the engine printed at start-up (None where an engine does not say)."""
+    facts = getattr(server, "startup_facts", {})
+    return {key: facts.get(key) for key in ("kv_cache_mib", "kv_cache_cells", "kv_cache_type")}

@@ -33,8 +33,23 @@ def engine_fields(outcome: ShotOutcome) -> dict[str, Any]:
         "engine_cached_tokens": timings.get("cache_n"),
         "engine_draft_tokens": timings.get("draft_n"),
         "engine_draft_accepted": timings.get("draft_n_accepted"),
+        "engine_draft_mean_len": timings.get("draft_mean_len"),
         "stop_reason": outcome.stop_reason,
+        **server_counter_fields(outcome.server_counters),
     }
+
+
+SERVER_COUNTER_COLUMNS = {
+    "server_spec_draft_tokens_delta": "draft_tokens",
+    "server_spec_accepted_tokens_delta": "accepted_tokens",
+    "server_spec_drafts_delta": "drafts",
+    "server_metrics_source": "source",
+}
+
+
+def server_counter_fields(counters: dict[str, Any]) -> dict[str, Any]:
+    """Deltas of the server's process-wide /metrics counters over the shot (None = not read)."""
+    return {column: counters.get(key) for column, key in SERVER_COUNTER_COLUMNS.items()}
 
 
 def output_fields(outcome: ShotOutcome) -> dict[str, Any]:
@@ -52,9 +67,10 @@ def empty_result_fields() -> dict[str, Any]:
         "ttft_s", "prefill_tok_s", "decode_tok_s", "e2e_s", "output_tokens", "decode_span_s",
         "first_token_mono_s", "last_token_mono_s", "engine_prompt_tokens", "engine_prompt_ms",
         "engine_prefill_tok_s", "engine_output_tokens", "engine_decode_ms", "engine_decode_tok_s",
-        "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "stop_reason",
+        "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "engine_draft_mean_len",
+        "stop_reason",
         "output_text", "output_sha256",
     ]  # fmt: skip
-    fields: dict[str, Any] = dict.fromkeys(keys)
+    fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS])
     fields["output_token_ids"] = []
     return fields

@@ -8,7 +8,7 @@ from typing import Any
 from whichshot.atomic import JsonlJournal, write_text_atomic
 from whichshot.protocol import JobContext, run_job
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends, summarize_shot
-from whichshot.telemetry.base import FALLBACK, NOT_READABLE
+from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
 
 
 class RecorderTelemetry:
@@ -31,7 +31,28 @@ class RecorderTelemetry:
             **summary,
             "telemetry_not_measured": self.not_measured,
             "telemetry_fallbacks": self.fallbacks,
+            "telemetry_gaps": shot_gaps(self.recorder.gaps, samples, t_start_s, t_end_s),
         }
+
+
+def shot_gaps(
+    gaps: list[dict[str, Any]], samples: list[dict], t_start_s: float, t_end_s: float
+) -> str | None:
+    """'|'-joined 'backend.sensor: error' for sensors that failed mid-run and gave no reading in
+    this shot from the failure on (a sensor that came back before the shot is not listed)."""
+    failed = set()
+    for gap in gaps:
+        sensor, onset_s = gap["sensor"], gap["t_mono_s"]
+        if onset_s > t_end_s:
+            continue
+        if sensor in SAMPLE_COLUMNS:
+            later = [s[sensor] for s in samples if s["t_mono_s"] >= max(onset_s, t_start_s)]
+            if any(value is not None for value in later):
+                continue
+        elif onset_s < t_start_s:
+            continue
+        failed.add(f"{gap['backend']}.{sensor}: {gap['error']}")
+    return "|".join(sorted(failed)) or None
 
 
 def run_series_with_telemetry(

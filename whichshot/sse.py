@@ -15,6 +15,10 @@ class MalformedStream(WhichshotError):
     """The engine sent something that is not the JSON event stream we asked for."""
 
 
+class EngineRefused(WhichshotError):
+    """The engine answered with an error (HTTP status or error event) instead of a result."""
+
+
 @dataclass
 class StreamedResponse:
     """Raw record of one streamed request: when it was sent and when each event arrived."""
@@ -32,7 +36,7 @@ def post_stream(url: str, payload: dict[str, Any], timeout_s: float, max_events:
     with requests.post(url, json=payload, stream=True, timeout=timeout_s, headers=headers) as resp:
         record.http_status = resp.status_code
         if resp.status_code != 200:
-            raise MalformedStream(f"HTTP {resp.status_code}: {_short(resp.text)}")
+            raise EngineRefused(f"engine refused the request (HTTP {resp.status_code}): {_error_text(resp)}")
         for data in _sse_data_lines(resp):
             t_arrival = time.monotonic()
             if data == "[DONE]":
@@ -55,7 +59,7 @@ def _sse_data_lines(resp: requests.Response) -> Iterator[str]:
             if line.startswith("data:"):
                 yield line[5:].strip()
             elif line.startswith("error:"):
-                raise MalformedStream(f"engine error event: {_short(line[6:])}")
+                raise EngineRefused(f"engine error event: {_short(line[6:])}")
 
 
 def _decode(raw_line: bytes) -> str:
@@ -72,7 +76,24 @@ def _parse_event(data: str) -> dict[str, Any]:
         raise MalformedStream(f"malformed JSON event ({exc.msg}): {_short(data)}") from None
     if not isinstance(event, dict):
         raise MalformedStream(f"event is not a JSON object: {_short(data)}")
+    if "error" in event:
+        # llama-server reports an error after the stream began as a data event, not a status.
+        raise EngineRefused(f"engine error during the stream: {_message(event['error'])}")
     return event
+
+
+def _error_text(resp: requests.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return _short(resp.text)
+    return _message(body.get("error", body) if isinstance(body, dict) else body)
+
+
+def _message(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return _short(error["message"])
+    return _short(json.dumps(error))
 
 
 def _short(text: str, limit: int = 200) -> str:

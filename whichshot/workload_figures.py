@@ -20,12 +20,14 @@ SHARES = (
 )  # fmt: skip
 
 
-def _figure(key: tuple, metric: str, value, unit: str, kind: str, formula: str, shots, note="") -> Figure:
-    engine, model, _workload, _kind, _mode, protocol, label = key
+def _figure(key: tuple, metric: str, value, unit: str, kind: str, formula: str, shots, note="",
+            timed_by: str = "whichshot (checks on the output text and tokens)") -> Figure:  # fmt: skip
+    engine, model, workload, text_kind, mode, protocol, label = key
     return Figure(
         figure_id="/".join([*label.split("."), metric]), value=value, unit=unit, kind=kind,
         formula=formula, engine=engine, model=model, prompt_tokens=None, protocol=protocol,
         metric=metric, shot_ids=shots["shot_id"].tolist(), series_label=label, note=note,
+        timed_by=timed_by, workload=workload, text_kind=text_kind, spec_mode=mode,
     )  # fmt: skip
 
 
@@ -52,8 +54,29 @@ def _speedup(key, group, cells, rule) -> list[Figure]:
     theirs = cell_statistic(base, "decode_tok_s", protocol, rule)
     if not ours or not theirs:
         return []
-    formula = f"decode tok/s with {mode} / decode tok/s without drafting, same workload, text and protocol"
-    return [_figure(key, "speedup_vs_none", ours / theirs, "ratio", "derived", formula, group)]
+    formula = (f"decode tok/s with {mode} / decode tok/s without drafting, same workload, text and "
+               f"protocol; each the cell's {protocol} statistic")  # fmt: skip
+    used = pd.concat([_statistic_rows(group, protocol, rule), _statistic_rows(base, protocol, rule)])
+    figure = _figure(key, "speedup_vs_none", ours / theirs, "ratio", "derived", formula, used,
+                     timed_by="whichshot client")  # fmt: skip
+    figure.shot_indices = _statistic_indices(group, protocol, rule)
+    return [figure]
+
+
+def _statistic_rows(group: pd.DataFrame, protocol: str, rule: WarmRule) -> pd.DataFrame:
+    """The shots cell_statistic uses: shot 1 of each fresh process, or each series' kept shots."""
+    if protocol == "cold":
+        return group[group["shot_index"] == 1]
+    kept = [series[series["series_position"].isin(rule.shot_indices(len(series)))]
+            for _job, series in group.groupby("job_id")]  # fmt: skip
+    return pd.concat(kept)
+
+
+def _statistic_indices(group: pd.DataFrame, protocol: str, rule: WarmRule) -> str:
+    if protocol == "cold":
+        return "1 (of each fresh process)"
+    kept = rule.shot_indices(int(group.groupby("job_id").size().iloc[0]))
+    return f"{kept[0]}-{kept[-1]}" if len(kept) > 1 else str(kept[0])
 
 
 def _acceptance(key, group) -> list[Figure]:
@@ -62,9 +85,9 @@ def _acceptance(key, group) -> list[Figure]:
         return []
     accepted = group["engine_draft_accepted"].fillna(0).sum()
     formula = "sum of engine-reported draft_n_accepted / sum of draft_n over the cell's shots"
-    return [
-        _figure(key, "acceptance_rate", accepted / drafted, "fraction", "engine-reported", formula, group)
-    ]
+    figure = _figure(key, "acceptance_rate", accepted / drafted, "fraction", "engine-reported", formula,
+                     group, timed_by="engine (draft_n, draft_n_accepted)")  # fmt: skip
+    return [figure]
 
 
 def _copy(key, group) -> list[Figure]:

@@ -8,45 +8,26 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from whichshot.figures import SHOT_METRICS
-from whichshot.report.plots import tok_s_by_shot_index
+from whichshot.report.format import (
+    KIND_LETTERS,
+    KIND_WORDS,
+    format_bare,
+    format_lossless,
+    format_number,
+    format_value,
+)
+from whichshot.report.plots import Plot, draw_plots
+from whichshot.report.summary import render_summary
+from whichshot.report.tables import CHECKS, HEADLINE_COLUMNS, WORKLOAD_COLUMNS, build_tables, check_summary
 
-HEADLINE_METRICS = tuple(metric for metric, *_ in SHOT_METRICS)
 _ENV = Environment(
     loader=PackageLoader("whichshot.report", "templates"),
     autoescape=select_autoescape(["html", "j2"], default=True),
     trim_blocks=True,
     lstrip_blocks=True,
 )
-
-
-def format_number(value: float | None) -> str:
-    """Readable fixed-point numbers; 'not measured' for a missing value, never a guess."""
-    if value is None or pd.isna(value):
-        return "not measured"
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 1:
-        return f"{value:,.2f}"
-    return f"{value:.4f}"
-
-
-_ENV.filters["num"] = format_number
-
-
-def headline_rows(figures: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per engine/model/length/protocol/rest with its headline figures."""
-    protocol = figures[figures["protocol"].isin(["cold", "warm"])
-                       & figures["metric"].isin(HEADLINE_METRICS)]  # fmt: skip
-    rows = []
-    keys = ["engine", "model", "series_label", "prompt_tokens", "protocol", "rest_s"]
-    for key, group in protocol.groupby(keys, sort=False, dropna=False):
-        cells = {row["metric"]: row for row in group.to_dict("records")}
-        first = next(iter(cells.values()))
-        rows.append({**dict(zip(keys, key, strict=True)), "cells": cells,
-                     "shot_indices": first["shot_indices"]})  # fmt: skip
-    return rows
+_ENV.filters.update(num=format_number, value=format_value, bare=format_bare, lossless=format_lossless)
+SAMPLE_CHARS = 400
 
 
 def render_report(
@@ -54,50 +35,84 @@ def render_report(
     caveats: pd.DataFrame,
     shots: pd.DataFrame,
     runs: dict[str, list[dict[str, Any]]],
-    plot_png: bytes,
+    plots: list[Plot],
     run_id: str,
 ) -> str:
     """The report's HTML: every number comes from a figures row and carries its id and kind."""
-    template = _ENV.get_template("index.html.j2")
-    return template.render(
+    tables = build_tables(figures)
+    return _ENV.get_template("index.html.j2").render(
         run_id=run_id,
-        headline=headline_rows(figures),
-        metrics=HEADLINE_METRICS,
-        crosschecks=figures[~figures["metric"].isin(HEADLINE_METRICS)].to_dict("records"),
-        inferred=figures[figures["kind"].isin(["inferred", "assumed"])].to_dict("records"),
-        caveats=caveats.to_dict("records"),
+        run=run_summary(shots),
+        tables=tables,
+        headline_columns=HEADLINE_COLUMNS,
+        workload_columns=WORKLOAD_COLUMNS,
+        checks=CHECKS,
+        check_summary=check_summary,
+        kinds=KIND_WORDS,
+        kind_letters=KIND_LETTERS,
+        caveats=caveat_rows(caveats),
+        caveat_numbers={c: n for n, c in enumerate(caveats["caveat_id"], start=1)},
+        plots=[
+            {**p.__dict__, "b64": base64.b64encode(p.png).decode("ascii") if p.png else None} for p in plots
+        ],  # fmt: skip
         runs=runs,
-        samples=_output_samples(shots),
-        plot_b64=base64.b64encode(plot_png).decode("ascii"),
-        n_shots=len(shots),
-        n_failed=int((shots["status"] != "ok").sum()),
+        samples=output_samples(shots),
     )
 
 
-def _output_samples(shots: pd.DataFrame) -> list[dict[str, Any]]:
+def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
+    """Where and when the run happened, from the shots themselves."""
+    first = shots.iloc[0] if len(shots) else pd.Series(dtype=object)
+    starts = shots["wall_start_utc"].dropna().sort_values() if "wall_start_utc" in shots else pd.Series()
+    return {
+        "n_shots": len(shots),
+        "n_failed": int((shots["status"] != "ok").sum()),
+        "n_series": shots["job_id"].nunique() if "job_id" in shots else 0,
+        "hosts": sorted(shots["hostname"].dropna().unique()) if "hostname" in shots else [],
+        "cpu": first.get("cpu_model"),
+        "cpu_count": first.get("cpu_count"),
+        "os": first.get("os"),
+        "started": starts.iloc[0][:19] if len(starts) else None,
+        "ended": starts.iloc[-1][:19] if len(starts) else None,
+    }
+
+
+def caveat_rows(caveats: pd.DataFrame) -> list[dict[str, Any]]:
+    rows = caveats.to_dict("records")
+    for n, row in enumerate(rows, start=1):
+        row["number"] = n
+        row["figure_ids"] = list(row["figure_ids"]) if row.get("figure_ids") is not None else []
+    return rows
+
+
+def output_samples(shots: pd.DataFrame) -> list[dict[str, Any]]:
+    """The first shot's output of each engine and model: untrusted text, escaped by the template."""
     ok = shots[(shots["status"] == "ok") & (shots["series_position"] == 1)]
     firsts = ok.sort_values("shot_id").groupby(["engine", "model"], sort=True).head(1)
-    return [{"shot_id": r["shot_id"], "model": r["model"], "text": (r["output_text"] or "")[:400]}
+    return [{"shot_id": r["shot_id"], "model": r["model"], "text": (r["output_text"] or "")[:SAMPLE_CHARS]}
             for r in firsts.to_dict("records")]  # fmt: skip
 
 
-def write_html(html: str, path: Path) -> None:
+def write_text(text: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
 
 
-def write_report_from_files(paths: dict[str, Any], html_path: Path, plot_path: Path, run_id: str) -> None:
-    """The render step: figures, caveats, shots, build.json and model files -> HTML + plot."""
+def load_runs(builds: list[Path], models: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """build.json of each engine and the record of each model."""
+    return {
+        "builds": [{"engine": Path(p).parent.name, **json.loads(Path(p).read_text())} for p in builds],
+        "models": [json.loads(Path(p).read_text()) for p in models],
+    }
+
+
+def write_report_from_files(paths: dict[str, Any], report_dir: Path, run_id: str) -> None:
+    """The render step: figures, caveats, shots, build.json and model files -> index.html,
+    summary.md and one PNG per plot in report_dir."""
     shots = pd.read_parquet(paths["shots"])
-    builds = [{"engine": Path(p).parent.name, **json.loads(Path(p).read_text())} for p in paths["builds"]]
-    models = [json.loads(Path(p).read_text()) for p in paths["models"]]
-    plot_png = tok_s_by_shot_index(shots, plot_path)
-    html = render_report(
-        pd.read_parquet(paths["figures"]),
-        pd.read_parquet(paths["caveats"]),
-        shots,
-        {"builds": builds, "models": models},
-        plot_png,
-        run_id,
-    )
-    write_html(html, html_path)
+    figures = pd.read_parquet(paths["figures"])
+    caveats = pd.read_parquet(paths["caveats"])
+    plots = draw_plots(shots, figures, report_dir)
+    runs = load_runs(paths["builds"], paths["models"])
+    write_text(render_report(figures, caveats, shots, runs, plots, run_id), report_dir / "index.html")
+    write_text(render_summary(figures, caveats, shots, run_id), report_dir / "summary.md")

@@ -6,13 +6,16 @@ from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)
 
-from whichshot.config import check_config, load_schema
+from engines import BENCH_KINDS
+from whichshot.config import check_config, check_config_file, load_schema
 from whichshot.errors import WhichshotError
 from whichshot.grid import expand_jobs, expand_workload_jobs, measured_models
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
 try:
+    for config_path in workflow.configfiles:
+        check_config_file(config_path)
     check_config(config, load_schema())
 except WhichshotError as error:
     raise WorkflowError(str(error)) from None
@@ -26,11 +29,12 @@ ENV = "../envs/whichshot.yaml"
 
 
 def all_outputs():
-    """The final targets: tables and the report."""
+    """The final targets: tables, the report and the run's archive."""
     return [
         "results/shots.parquet",
         "results/figures.parquet",
         "results/report/index.html",
+        f"results/archive/{config['run_id']}.tar.gz",
     ]
 
 
@@ -61,7 +65,8 @@ def bench_outputs():
         return []
     return [
         f"results/bench/{engine}/{model}.json"
-        for engine in config["engines"]
+        for engine, spec in config["engines"].items()
+        if spec["kind"] in BENCH_KINDS
         for model in measured_models(config)
     ]
 

@@ -27,9 +27,49 @@ rule render_report:
             caption="../report/index.rst",
             category="Report",
         ),
-        shot_plot=report(
+        summary=report(
+            "results/report/summary.md",
+            caption="../report/summary.rst",
+            category="Report",
+        ),
+        tok_s_by_shot_index=report(
             "results/report/tok_s_by_shot_index.png",
             caption="../report/tok_s_by_shot_index.rst",
+            category="Figures",
+        ),
+        rest_effect=report(
+            "results/report/rest_effect.png",
+            caption="../report/rest_effect.rst",
+            category="Figures",
+        ),
+        clock_ratio=report(
+            "results/report/clock_ratio.png",
+            caption="../report/clock_ratio.rst",
+            category="Figures",
+        ),
+        workload_modes=report(
+            "results/report/workload_modes.png",
+            caption="../report/workload_modes.rst",
+            category="Figures",
+        ),
+        copy_vs_speedup=report(
+            "results/report/copy_vs_speedup.png",
+            caption="../report/copy_vs_speedup.rst",
+            category="Figures",
+        ),
+        acceptance_real_synthetic=report(
+            "results/report/acceptance_real_synthetic.png",
+            caption="../report/acceptance_real_synthetic.rst",
+            category="Figures",
+        ),
+        ngram_warm_series=report(
+            "results/report/ngram_warm_series.png",
+            caption="../report/ngram_warm_series.rst",
+            category="Figures",
+        ),
+        client_vs_engine=report(
+            "results/report/client_vs_engine.png",
+            caption="../report/client_vs_engine.rst",
             category="Figures",
         ),
     log:

@@ -1,4 +1,4 @@
-"""Render the HTML report and its plot files from the figure table."""
+"""Render the HTML report, summary.md and the plot files from the figure table."""
 
 import sys
 from pathlib import Path
@@ -11,7 +11,7 @@ from whichshot.report.render import write_report_from_files
 
 def main(smk):
     paths = {key: smk.input[key] for key in ("figures", "caveats", "shots", "builds", "models")}
-    write_report_from_files(paths, Path(smk.output.html), Path(smk.output.shot_plot), smk.params.run_id)
+    write_report_from_files(paths, Path(smk.output.html).parent, smk.params.run_id)
 
 
 run_script(snakemake, main)

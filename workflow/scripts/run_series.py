@@ -13,6 +13,7 @@ from whichshot.host import host_identity
 from whichshot.protocol import JobContext
 from whichshot.series import run_series_with_telemetry
 from whichshot.settings import server_settings
+from whichshot.spec_modes import kind_settings, uses_draft_model
 
 
 def main(smk):
@@ -22,9 +23,11 @@ def main(smk):
     prompts = json.loads(Path(smk.input.prompts).read_text())
     engine = load_engine(engine_spec["kind"])
     spec_mode = smk.params.spec_modes.get(job.spec_mode, {})
+    mode_settings = kind_settings(spec_mode, engine.kind)  # the grid only makes jobs where it applies
     draft_json = getattr(smk.input, "draft_model", None)
-    draft_path = Path(json.loads(Path(draft_json).read_text())["path"]) if draft_json else None
-    spec_args = tuple(engine.speculative_args(spec_mode, draft_path))
+    use_draft = draft_json and uses_draft_model(mode_settings, engine.kind)
+    draft_path = Path(json.loads(Path(draft_json).read_text())["path"]) if use_draft else None
+    spec_args = tuple(engine.speculative_args(mode_settings, draft_path))
     ctx = JobContext(
         job=job,
         run_id=smk.params.run_id,

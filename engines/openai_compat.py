@@ -1,0 +1,289 @@
+"""Any OpenAI-compatible server (vLLM, SGLang, TGI, Ollama, llama-server itself), started from an
+argument list in config, measured through its streaming /v1/completions or /v1/chat/completions.
+
+- argv and env come from config; `{port}`, `{model}`, `{host}`, `{threads}`, `{context_tokens}`
+  (and `{draft_model}` in a mode's args) are replaced inside each element, never joined into a shell.
+- Token counts come from the stream's `usage` (stream_options.include_usage). One streamed chunk
+  counts as one token unless the chunk carries `token_ids` (vLLM with return_token_ids); a stream
+  whose count disagrees with usage fails the shot rather than time tokens it cannot see.
+- Output token ids are the server's where it sends them, else the output text re-tokenized by the
+  server after the shot (outside the timed window).
+- Speculative counters come from the server's Prometheus /metrics before and after each shot
+  (whichshot.prom_metrics): process-wide deltas, stored per shot.
+- Tokenizer endpoints differ between servers: `tokenizer_api` picks llama-server's or vLLM's.
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from whichshot.errors import EngineDied, WhichshotError
+from whichshot.hashing import sha256_file, short_id
+from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.prom_metrics import counter_deltas, parse_prometheus
+from whichshot.sse import MalformedStream, post_stream
+
+SERVER_KEYS = ("argv", "env", "ready_path", "api", "prompt_format", "tokenizer_api", "model_name",
+               "request_extra", "metrics_path")  # fmt: skip
+DEFAULTS = {"env": {}, "ready_path": "/health", "api": "completions", "prompt_format": "token_ids",
+            "tokenizer_api": "llama_server", "model_name": None, "request_extra": {},
+            "metrics_path": "/metrics"}  # fmt: skip
+
+
+class OpenAICompat:
+    """The openai engine: a configured server process; no benchmark tool of its own."""
+
+    kind = "openai"
+
+    def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
+        server = {key: spec.get(key, DEFAULTS.get(key)) for key in SERVER_KEYS}
+        binary = _resolve_binary(server["argv"][0])
+        identity = {"engine": "openai", "server": server, "binary_sha256": sha256_file(binary)}
+        return {
+            "build_id": short_id(identity),
+            "identity": identity,
+            "build_seconds": 0.0,
+            "built_at_unix_s": int(time.time()),
+            "binaries": {"server": {"path": str(binary), "sha256": identity["binary_sha256"]}},
+            "server": server,
+        }
+
+    def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
+        draft = {"draft_model": str(draft_model_path)} if draft_model_path else {}
+        return [substitute(arg, draft) for arg in mode.get("args", [])]
+
+    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
+        return []
+
+    def start(
+        self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
+    ) -> "OpenAIServer":
+        if settings.port:
+            ensure_port_free(settings.port)
+        port = settings.port or free_port()
+        values = placeholders(port, model_path, settings)
+        server = build["server"]
+        argv = [substitute(arg, values) for arg in server["argv"]] + list(settings.extra_args)
+        env = {key: substitute(value, values) for key, value in server["env"].items()}
+        process = EngineProcess(argv, log_path, env=_merged_env(env) if env else None)
+        base_url = f"http://{LOOPBACK}:{port}"
+        try:
+            ready_s = process.wait_ready(
+                lambda: http_ok(f"{base_url}{server['ready_path']}"), settings.ready_timeout_s
+            )
+        except BaseException:
+            process.stop()
+            raise
+        return OpenAIServer(process, base_url, ready_s, server)
+
+
+def placeholders(port: int, model_path: Path, settings: ServerSettings) -> dict[str, str]:
+    """The values config argv/env elements may name in braces."""
+    return {
+        "port": str(port),
+        "model": str(model_path),
+        "host": LOOPBACK,
+        "threads": str(settings.threads),
+        "context_tokens": str(settings.context_tokens),
+    }
+
+
+def substitute(element: str, values: dict[str, str]) -> str:
+    """Replace `{name}` for known names only (other braces, e.g. JSON in an argument, stay)."""
+    for name, value in values.items():
+        element = element.replace("{" + name + "}", value)
+    return element
+
+
+def _resolve_binary(program: str) -> Path:
+    found = shutil.which(program)
+    if found is None:
+        raise WhichshotError(f"engine openai: server program {program!r} not found (argv[0])")
+    return Path(found).resolve()
+
+
+def _merged_env(extra: dict[str, str]) -> dict[str, str]:
+    return {**os.environ, **extra}
+
+
+class OpenAIServer:
+    """One running OpenAI-compatible server process."""
+
+    def __init__(self, process: EngineProcess, base_url: str, ready_s: float, server: dict[str, Any]) -> None:
+        self.process = process
+        self.base_url = base_url
+        self.ready_s = ready_s
+        self.server = server
+        self.model_name = server["model_name"] or self._served_model()
+        self.tokenizer = TOKENIZER_APIS[server["tokenizer_api"]](base_url, self.model_name)
+        self.context_tokens = self.tokenizer.context_tokens()
+
+    def _served_model(self) -> str | None:
+        try:
+            models = requests.get(f"{self.base_url}/v1/models", timeout=10).json().get("data") or []
+        except (requests.RequestException, ValueError):
+            return None
+        return models[0].get("id") if models else None
+
+    def tokenize(self, text: str, parse_special: bool = False) -> list[int]:
+        return self.tokenizer.tokenize(text, parse_special)
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages)
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        return self.tokenizer.detokenize(token_ids)
+
+    def shot(self, request: ShotRequest) -> ShotOutcome:
+        payload, path = self._payload(request)
+        before = self._metrics()
+        try:
+            streamed = post_stream(f"{self.base_url}{path}", payload, request.timeout_s,
+                                   max_events=request.max_output_tokens + 4)  # fmt: skip
+        except requests.RequestException as exc:
+            if self.process.exited(grace_s=1.0):
+                raise EngineDied(
+                    f"engine exited with {self.process.exit_description()} during the shot "
+                    f"(log {self.process.log_path})"
+                ) from None
+            raise WhichshotError(f"request failed: {exc}") from None
+        after = self._metrics()
+        outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
+        if not outcome.output_token_ids and outcome.output_text:
+            outcome.output_token_ids = self.tokenize(outcome.output_text, parse_special=True)
+        if before is not None and after is not None:
+            outcome.server_counters = counter_deltas(before, after)
+        return outcome
+
+    def _payload(self, request: ShotRequest) -> tuple[dict[str, Any], str]:
+        ids = request.prompt_token_ids
+        payload: dict[str, Any] = {"max_tokens": request.max_output_tokens, "temperature": 0,
+                                   "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+        if request.ignore_eos:
+            payload["ignore_eos"] = True
+        if self.model_name:
+            payload["model"] = self.model_name
+        if self.server["api"] == "chat":
+            payload["messages"] = [{"role": "user", "content": self.detokenize(ids)}]
+            path = "/v1/chat/completions"
+        else:
+            as_ids = self.server["prompt_format"] == "token_ids"
+            payload["prompt"] = ids if as_ids else self.detokenize(ids)
+            path = "/v1/completions"
+        return {**payload, **self.server["request_extra"]}, path
+
+    def _metrics(self) -> dict[str, float] | None:
+        path = self.server["metrics_path"]
+        if not path:
+            return None
+        try:
+            response = requests.get(f"{self.base_url}{path}", timeout=10)
+        except requests.RequestException:
+            return None
+        return parse_prometheus(response.text) if response.status_code == 200 else None
+
+    def stop(self) -> int | None:
+        return self.process.stop()
+
+
+def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutcome:
+    """A ShotOutcome from OpenAI stream chunks; the token count must agree with usage."""
+    token_events: list[tuple[float, int]] = []
+    token_ids: list[int] = []
+    text_parts: list[str] = []
+    usage: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+    finish = None
+    for t_arrival_s, event in events:
+        usage = event.get("usage") or usage
+        timings = event.get("timings") or timings
+        for choice in event.get("choices") or []:
+            text, ids = _choice_text(choice), choice.get("token_ids")
+            finish = choice.get("finish_reason") or finish
+            n = len(ids) if isinstance(ids, list) else int(bool(text) or choice.get("finish_reason") is None)
+            if n:
+                token_events.append((t_arrival_s, n))
+                token_ids.extend(ids or [])
+            text_parts.append(text)
+    counted = sum(n for _t, n in token_events)
+    if usage.get("completion_tokens") is not None and usage["completion_tokens"] != counted:
+        raise MalformedStream(
+            f"{counted} streamed tokens but usage.completion_tokens = {usage['completion_tokens']}: "
+            "per-token arrival times are unknown (vLLM: set request_extra return_token_ids: true)"
+        )
+    engine_timings = dict(timings)
+    engine_timings.setdefault("predicted_n", usage.get("completion_tokens"))
+    return ShotOutcome(
+        t_request_s=t_request_s,
+        t_end_s=t_end_s,
+        token_events=token_events,
+        output_token_ids=token_ids if len(token_ids) == counted else [],
+        output_text="".join(text_parts),
+        prompt_tokens_engine=usage.get("prompt_tokens"),
+        engine_timings=engine_timings,
+        stop_reason={"length": "limit", "stop": "eos"}.get(finish, finish),
+    )
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    if "delta" in choice:
+        return (choice["delta"] or {}).get("content") or ""
+    return choice.get("text") or ""
+
+
+class LlamaServerTokenizer:
+    """llama-server's /tokenize, /detokenize, /apply-template and /props."""
+
+    def __init__(self, base_url: str, model_name: str | None) -> None:
+        self.base_url = base_url
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return requests.post(f"{self.base_url}{path}", json=body, timeout=120).json()
+
+    def tokenize(self, text: str, parse_special: bool) -> list[int]:
+        body = {"content": text, "add_special": False, "parse_special": parse_special}
+        return self._post("/tokenize", body)["tokens"]
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        return self._post("/detokenize", {"tokens": token_ids})["content"]
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        return self._post("/apply-template", {"messages": messages})["prompt"]
+
+    def context_tokens(self) -> int | None:
+        props = requests.get(f"{self.base_url}/props", timeout=10).json()
+        return props.get("default_generation_settings", {}).get("n_ctx")
+
+
+class VllmTokenizer:
+    """vLLM's /tokenize and /detokenize (written from its documented API; not run here)."""
+
+    def __init__(self, base_url: str, model_name: str | None) -> None:
+        self.base_url = base_url
+        self.model = {"model": model_name} if model_name else {}
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return requests.post(f"{self.base_url}{path}", json={**self.model, **body}, timeout=120).json()
+
+    def tokenize(self, text: str, parse_special: bool) -> list[int]:
+        return self._post("/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"]
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        return self._post("/detokenize", {"tokens": token_ids})["prompt"]
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        body = {"messages": messages, "add_generation_prompt": True, "add_special_tokens": False}
+        return self.detokenize(self._post("/tokenize", body)["tokens"])
+
+    def context_tokens(self) -> int | None:
+        models = requests.get(f"{self.base_url}/v1/models", timeout=10).json().get("data") or []
+        return models[0].get("max_model_len") if models else None
+
+
+TOKENIZER_APIS = {"llama_server": LlamaServerTokenizer, "vllm": VllmTokenizer}
+ENGINE = OpenAICompat()

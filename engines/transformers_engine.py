@@ -1,0 +1,216 @@
+"""HF transformers (PyTorch): the same GGUF file, dequantised, served by engines.hf_server in its
+own process, so a cold shot is the first shot of a fresh process exactly as for llama.cpp.
+
+"Build" compiles nothing: it checks the installed torch/transformers against the config's pins
+and records them, the device and the dtype in build.json.
+"""
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from whichshot.errors import EngineDied, WhichshotError
+from whichshot.hashing import short_id
+from whichshot.host import cpu_model
+from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.sse import MalformedStream, post_stream
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SERVER_MODULE = "engines.hf_server"
+PINNED = ("torch", "transformers")
+
+
+class Transformers:
+    """The transformers engine: hf_server for shots; no benchmark tool of its own."""
+
+    kind = "transformers"
+
+    def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
+        identity = build_identity(spec)
+        return {
+            "build_id": short_id(identity),
+            "identity": identity,
+            "build_seconds": 0.0,
+            "built_at_unix_s": int(time.time()),
+            "binaries": {},
+            "device": identity["device"],
+            "dtype": identity["dtype"],
+        }
+
+    def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
+        return speculative_args(mode, draft_model_path)
+
+    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
+        return []
+
+    def start(
+        self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
+    ) -> "HfServer":
+        if settings.port:
+            ensure_port_free(settings.port)
+        port = settings.port or free_port()
+        argv = server_argv(build, model_path, settings, port)
+        process = EngineProcess(argv, log_path, env=server_env(settings.threads))
+        base_url = f"http://{LOOPBACK}:{port}"
+        try:
+            ready_s = process.wait_ready(lambda: http_ok(f"{base_url}/health"), settings.ready_timeout_s)
+        except BaseException:
+            process.stop()
+            raise
+        return HfServer(process, base_url, ready_s)
+
+
+def build_identity(spec: dict[str, Any]) -> dict[str, Any]:
+    """Installed versions (refused unless they match the pins), device and dtype."""
+    import torch  # imported here: only this engine needs the [transformers] extra
+    import transformers
+
+    installed = {"torch": torch.__version__, "transformers": transformers.__version__}
+    for name in PINNED:
+        pinned = spec["versions"][name]
+        if installed[name].split("+")[0] != pinned:
+            raise WhichshotError(
+                f"engine transformers: {name} {installed[name]} is installed but the config pins "
+                f"{pinned} (pip install {name}=={pinned})"
+            )
+    device = _device(spec.get("device", "auto"), torch)
+    return {
+        "engine": "transformers",
+        **installed,
+        "python": sys.executable,
+        "python_version": platform.python_version(),
+        "device": device,
+        "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model(),
+        "torch_cuda": torch.version.cuda,
+        "dtype": spec.get("dtype", "float32"),
+        "threads": spec.get("threads", 2),
+        "machine": platform.machine(),
+    }
+
+
+def _device(asked: str, torch: Any) -> str:
+    if asked == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if asked.startswith("cuda") and not torch.cuda.is_available():
+        raise WhichshotError(f"engine transformers: device {asked!r} asked but torch sees no CUDA device")
+    return asked
+
+
+def speculative_args(mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
+    """hf_server flags of one mode's transformers settings ({} = none)."""
+    args: list[str] = []
+    for key in ("prompt_lookup_num_tokens", "max_matching_ngram_size", "num_assistant_tokens"):
+        if key in mode:
+            args += [f"--{key.replace('_', '-')}", str(mode[key])]
+    if mode.get("assistant_model"):
+        if draft_model_path is None:
+            raise WhichshotError("transformers assistant_model mode needs the mode's draft_model")
+        args += ["--assistant-model", str(draft_model_path)]
+    return args
+
+
+def server_argv(build: dict[str, Any], model_path: Path, settings: ServerSettings, port: int) -> list[str]:
+    """hf_server's argument list (the harness's own Python; loopback only)."""
+    return [
+        sys.executable, "-m", SERVER_MODULE,
+        "--model", str(model_path),
+        "--port", str(port),
+        "--device", build["device"],
+        "--dtype", build["dtype"],
+        "--threads", str(settings.threads),
+        "--context-tokens", str(settings.context_tokens),
+        *settings.extra_args,
+    ]  # fmt: skip
+
+
+def server_env(threads: int) -> dict[str, str]:
+    """Our environment plus: the repo importable, no hub access, the thread count for OpenMP."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=str(threads))
+    return env
+
+
+class HfServer:
+    """One running hf_server process (it speaks the llama-server endpoints the protocol uses)."""
+
+    def __init__(self, process: EngineProcess, base_url: str, ready_s: float) -> None:
+        self.process = process
+        self.base_url = base_url
+        self.ready_s = ready_s
+        self.props = requests.get(f"{base_url}/props", timeout=10).json()
+        self.context_tokens = self.props["default_generation_settings"]["n_ctx"]
+
+    def tokenize(self, text: str, parse_special: bool = False) -> list[int]:
+        body = {"content": text, "add_special": False, "parse_special": parse_special}
+        return self._post("/tokenize", body)["tokens"]
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        return self._post("/apply-template", {"messages": messages})["prompt"]
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        return self._post("/detokenize", {"tokens": token_ids})["content"]
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = requests.post(f"{self.base_url}{path}", json=body, timeout=120)
+        if response.status_code != 200:
+            raise WhichshotError(f"hf_server {path}: HTTP {response.status_code}: {response.text[:200]}")
+        return response.json()
+
+    def shot(self, request: ShotRequest) -> ShotOutcome:
+        payload = {"prompt": request.prompt_token_ids, "n_predict": request.max_output_tokens,
+                   "ignore_eos": request.ignore_eos, "stream": True}  # fmt: skip
+        try:
+            streamed = post_stream(f"{self.base_url}/completion", payload, request.timeout_s,
+                                   max_events=request.max_output_tokens + 2)  # fmt: skip
+        except requests.RequestException as exc:
+            if self.process.exited(grace_s=1.0):
+                raise EngineDied(
+                    f"engine exited with {self.process.exit_description()} during the shot "
+                    f"(log {self.process.log_path})"
+                ) from None
+            raise WhichshotError(f"request failed: {exc}") from None
+        return stream_outcome(
+            streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens
+        )
+
+    def stop(self) -> int | None:
+        return self.process.stop()
+
+
+def stream_outcome(t_request_s: float, t_end_s: float, events: list, max_tokens: int) -> ShotOutcome:
+    """A ShotOutcome from llama-server-shaped events: token ids per event, a final stop event."""
+    token_events, token_ids, text_parts = [], [], []
+    final: dict[str, Any] = {}
+    for t_arrival_s, event in events:
+        ids = event.get("tokens") or []
+        if ids:
+            token_events.append((t_arrival_s, len(ids)))
+            token_ids.extend(ids)
+        text_parts.append(event.get("content", ""))
+        if event.get("stop"):
+            final = event
+    if not final:
+        raise MalformedStream("the stream ended without its final (stop) event: the output is incomplete")
+    if len(token_ids) > max_tokens:
+        raise MalformedStream(f"output longer than asked: {len(token_ids)} tokens for n_predict {max_tokens}")
+    timings = final.get("timings", {})
+    return ShotOutcome(
+        t_request_s=t_request_s,
+        t_end_s=t_end_s,
+        token_events=token_events,
+        output_token_ids=token_ids,
+        output_text="".join(text_parts),
+        prompt_tokens_engine=timings.get("prompt_n"),
+        engine_timings=timings,
+        stop_reason=final.get("stop_type"),
+    )
+
+
+ENGINE = Transformers()

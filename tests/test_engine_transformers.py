@@ -1,0 +1,117 @@
+"""The transformers engine for real: llama.cpp and transformers on the same GGUF file, workloads and
+protocol in one snakemake run (hf_server in its own processes, SmolLM2-135M on the CPU)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from engines import load_engine
+from tests.pipeline import load_config, run_pipeline
+from whichshot.cache import cache_root
+from whichshot.errors import WhichshotError
+
+pytest.importorskip("torch", reason="the [transformers] extra is not installed")
+pytest.importorskip("transformers", reason="the [transformers] extra is not installed")
+
+TRANSFORMERS = {"kind": "transformers", "device": "cpu", "dtype": "float32", "threads": 2,
+                "versions": {"torch": "2.13.0", "transformers": "5.24.0"}}  # fmt: skip
+
+
+def cross_config() -> dict:
+    """smoke's llama.cpp and model, plus transformers; one workload with a mode per engine kind."""
+    config = load_config("smoke")
+    config["run_id"] = "cross-engine-test"
+    config["engines"]["transformers"] = TRANSFORMERS
+    config["prompts"] = {"lengths": [64]}
+    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
+    config["workloads"] = {"names": ["verbatim_recall"], "text_kinds": ["real"], "document_tokens": 160,
+                           "max_output_tokens": 24, "context_tokens": 768, "cold_processes": 1}  # fmt: skip
+    config["spec_modes"] = {
+        "none": {},
+        "ngram_simple": {"llama_cpp": {"type": "ngram-simple"}},
+        "prompt_lookup": {"transformers": {"prompt_lookup_num_tokens": 10, "max_matching_ngram_size": 2}},
+    }
+    config["server"] = {"ready_timeout_s": 600}
+    config["bench"] = {"enabled": False}
+    return config
+
+
+@pytest.fixture(scope="module")
+def cross_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("cross")
+    result = run_pipeline(workdir, cross_config())
+    assert result.returncode == 0, result.stderr[-4000:]
+    shots = pd.read_parquet(workdir / "results" / "shots.parquet")
+    figures = pd.read_parquet(workdir / "results" / "figures.parquet")
+    caveats = pd.read_parquet(workdir / "results" / "caveats.parquet")
+    return {"workdir": workdir, "shots": shots, "figures": figures, "caveats": caveats}
+
+
+@pytest.mark.e2e
+def test_every_shot_of_both_engines_succeeds(cross_run):
+    shots = cross_run["shots"]
+    assert set(shots["engine"]) == {"llama_cpp", "transformers"}
+    assert (shots["status"] == "ok").all(), shots.loc[shots["status"] != "ok", "error"].tolist()
+    speed = shots[shots["workload"] == "continue_text"]
+    assert (speed["output_tokens"] == 8).all()  # a fixed length on both engines (EOS ignored)
+
+
+@pytest.mark.e2e
+def test_transformers_cold_shots_are_shot_one_of_fresh_processes(cross_run):
+    shots = cross_run["shots"]
+    cold = shots[(shots["engine"] == "transformers") & (shots["protocol"] == "cold")]
+    assert (cold["shot_index"] == 1).all()
+    assert cold["process_id"].is_unique and cold["pid"].is_unique
+    assert (cold["process_ready_s"] > 0).all()  # load time recorded apart, never inside a shot
+
+
+@pytest.mark.e2e
+def test_transformers_reports_its_own_timings_and_dtype(cross_run):
+    shots = cross_run["shots"]
+    hf = shots[shots["engine"] == "transformers"]
+    assert (hf["engine_dtype"] == "float32").all()
+    assert hf["engine_decode_tok_s"].notna().all() and hf["engine_prompt_ms"].notna().all()
+    assert (hf["engine_prompt_tokens"] == hf["prompt_tokens"]).all()
+    build = json.loads((cross_run["workdir"] / "results/engines/transformers/build.json").read_text())
+    assert build["identity"]["torch"].startswith("2.13.0") and build["identity"]["device"] == "cpu"
+
+
+@pytest.mark.e2e
+def test_modes_run_only_on_their_engine_kind(cross_run):
+    shots = cross_run["shots"]
+    modes = shots[shots["workload"] != "continue_text"].groupby("engine")["spec_mode"].unique()
+    assert set(modes["llama_cpp"]) == {"none", "ngram_simple"}
+    assert set(modes["transformers"]) == {"none", "prompt_lookup"}
+
+
+@pytest.mark.e2e
+def test_prompt_lookup_counts_drafts_and_is_checked_against_no_draft(cross_run):
+    shots = cross_run["shots"]
+    lookup = shots[shots["spec_mode"] == "prompt_lookup"]
+    assert (lookup["engine_draft_tokens"] >= lookup["engine_draft_accepted"]).all()
+    drafted = lookup[lookup["engine_draft_tokens"] > 0]
+    assert (drafted["engine_draft_mean_len"] >= 1).all()  # tokens per step that had a draft
+    assert lookup["lossless_vs_none"].notna().all()  # measured against transformers' own none shot
+    # greedy prompt lookup verifies every drafted token with the target model: token-identical
+    assert lookup["lossless_vs_none"].all(), lookup["first_divergence_token"].tolist()
+
+
+@pytest.mark.e2e
+def test_side_by_side_figures_and_cross_engine_caveats(cross_run):
+    figures, caveats = cross_run["figures"], cross_run["caveats"]
+    side = figures[figures["metric"] == "xengine_decode_tok_s"]
+    assert set(side["engine"]) == {"llama_cpp", "transformers"}
+    assert side["value"].notna().all()
+    ratios = figures[figures["metric"] == "xengine_decode_ratio"]
+    assert not ratios.empty and (ratios["value"] > 0).all()
+    fired = set(caveats["caveat_id"])
+    assert {"cross_engine_kernels", "dequantised_weights", "spec_mode_engine_specific"} <= fired
+
+
+def test_build_refuses_versions_other_than_the_pins():
+    spec = {**TRANSFORMERS, "versions": {"torch": "2.13.0", "transformers": "4.0.0"}}
+    with pytest.raises(
+        WhichshotError, match=r"transformers 5\.24\.0 is installed but the config pins 4\.0\.0"
+    ):
+        load_engine("transformers").build(spec, cache_root(""), 1)

@@ -1,0 +1,91 @@
+"""Protocol faults the real engine cannot be made to commit (malformed JSON, invalid UTF-8, more
+output than asked, an error event, a stream cut short): a stand-in server (fake_engine_http.py)
+commits them, and the real client code (sse.py, LlamaServer.shot) and protocol handle them."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from engines.llama_cpp import LlamaServer
+from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
+from whichshot.atomic import JsonlJournal
+from whichshot.process import LOOPBACK, EngineProcess, free_port, http_ok
+from whichshot.protocol import run_job
+
+FAKE = Path(__file__).resolve().parent / "fake_engine_http.py"
+NO_MODEL = {"sha256": "0" * 64, "metadata": {"file_type": None}}  # the stand-in loads no model
+
+# behaviour -> the error the shot must be recorded with ("" = the shot is fine)
+CASES = {
+    "ok": "",
+    "malformed_json": "MalformedStream: malformed JSON event",
+    "invalid_utf8": "MalformedStream: invalid UTF-8 in event stream",
+    "too_many_events": "MalformedStream: more than 10 events: output far longer than asked",
+    "too_many_tokens": "MalformedStream: output longer than asked: 160 tokens for n_predict 8",
+    "error_event": "EngineRefused: engine error during the stream: fake engine ran out of memory",
+    "no_final": "MalformedStream: the stream ended without its final (stop) event",
+    "wrong_types": "MalformedStream: event 'tokens' is not a list of token ids",
+    "http_error": "EngineRefused: engine refused the request (HTTP 400): fake engine refuses this prompt",
+}
+
+
+class FakeEngine:
+    """Starts fake_engine_http.py like llama-server and talks to it with the real LlamaServer."""
+
+    kind = "llama_cpp"
+
+    def __init__(self, behaviours: list[str]) -> None:
+        self.behaviours = behaviours
+        self.starts = 0
+
+    def start(self, _build, _model_path, settings, log_path) -> LlamaServer:
+        self.starts += 1
+        port = free_port()
+        argv = [sys.executable, str(FAKE), str(port), ",".join(self.behaviours)]
+        process = EngineProcess(argv, log_path)
+        base_url = f"http://{LOOPBACK}:{port}"
+        ready_s = process.wait_ready(lambda: http_ok(f"{base_url}/health"), settings.ready_timeout_s)
+        return LlamaServer(process, base_url, ready_s)
+
+
+def test_each_malformed_answer_fails_its_shot_with_the_reason_and_the_series_goes_on(tmp_path):
+    behaviours = [*CASES, "ok"]
+    engine = FakeEngine(behaviours)
+    no_build = RealEngine(engine, {"build_id": "none"}, tmp_path / "no-model.gguf", NO_MODEL)
+    ctx = job_context(tmp_path, warm_job(shots=len(behaviours)), engine=engine, real=no_build)
+    records = run_job(ctx, JsonlJournal(tmp_path / "shots" / f"{ctx.job.job_id}.jsonl"))
+
+    assert child_processes() == []
+    assert engine.starts == 1  # a bad answer is not a dead engine: same process throughout
+    assert len(records) == len(behaviours)
+    for behaviour, record in zip(behaviours, records, strict=True):
+        expected = CASES[behaviour]
+        if not expected:
+            assert (record["status"], record["error"], record["output_tokens"]) == ("ok", None, 8)
+            continue
+        assert record["status"] == "failed", behaviour
+        assert record["error"].startswith(expected), (behaviour, record["error"])
+        assert "\n" not in record["error"]
+        assert record["engine_died"] is False
+        assert record["output_token_ids"] == [] and record["output_text"] is None
+
+
+@pytest.mark.parametrize("behaviour", ["malformed_json", "invalid_utf8", "error_event"])
+def test_the_fake_engine_really_sends_what_it_claims(tmp_path, behaviour):
+    # Guards the guard: the raw bytes on the wire carry the fault (else the test above proves nothing).
+    port = free_port()
+    with EngineProcess([sys.executable, str(FAKE), str(port), behaviour], tmp_path / "log") as process:
+        process.wait_ready(lambda: http_ok(f"http://{LOOPBACK}:{port}/health"), 30)
+        body = {"prompt": [1, 2, 3], "n_predict": 4}
+        raw = requests.post(f"http://{LOOPBACK}:{port}/completion", json=body, timeout=30).content
+    lines = [line for line in raw.split(b"\n") if line.startswith(b"data:")]
+    if behaviour == "invalid_utf8":
+        with pytest.raises(UnicodeDecodeError):
+            raw.decode("utf-8")
+    elif behaviour == "malformed_json":
+        assert lines[1] == b'data: {"content": " t1", "tokens": [101'
+    else:
+        assert b'"error"' in lines[-1]
+    assert child_processes() == []

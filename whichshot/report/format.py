@@ -1,0 +1,67 @@
+"""Number formatting shared by the HTML and Markdown reports: one way to write each unit."""
+
+import math
+from typing import Any
+
+NOT_MEASURED = "not measured"
+KIND_LETTERS = {"measured": "M", "engine-reported": "E", "derived": "D", "inferred": "I", "assumed": "A"}
+KIND_WORDS = {
+    "measured": "our clock or a sensor",
+    "engine-reported": "the engine about itself",
+    "derived": "arithmetic on measured or engine-reported values",
+    "inferred": "rests on a model of the system",
+    "assumed": "a constant we chose",
+}
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def format_number(value: float | None) -> str:
+    """Readable fixed-point numbers; 'not measured' for a missing value, never a guess."""
+    if _missing(value):
+        return NOT_MEASURED
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:,.1f}"
+    if magnitude >= 1:
+        return f"{value:,.2f}"
+    return f"{value:.3g}"
+
+
+def format_value(figure: dict[str, Any]) -> str:
+    """A figure's value in its unit: fractions as %, ratios as ×, counts and speeds plain."""
+    value, unit = figure.get("value"), figure.get("unit", "")
+    if _missing(value):
+        return NOT_MEASURED
+    if unit == "fraction":
+        return f"{value * 100:.1f} %"
+    if unit == "ratio":
+        return f"×{value:.3f}"
+    return f"{format_number(value)} {unit}".strip()
+
+
+def format_bare(figure: dict[str, Any]) -> str:
+    """The value without its unit (the column header names it)."""
+    value, unit = figure.get("value"), figure.get("unit", "")
+    if _missing(value):
+        return NOT_MEASURED
+    if unit == "fraction":
+        return f"{value * 100:.0f}"
+    if unit == "ratio":
+        return f"{value:.2f}"
+    return format_number(value)
+
+
+def format_lossless(figure: dict[str, Any]) -> str:
+    """'3/3 identical' or '1/3 identical; first diverging token 12 in <shot>'."""
+    if _missing(figure.get("value")):
+        return NOT_MEASURED
+    n = len(figure.get("shot_ids") or [])
+    same = round(figure["value"] * n)
+    note = figure.get("note") or ""
+    text = f"{same}/{n} identical"
+    return text if same == n or not note else f"{text}; {note}"

@@ -1,0 +1,104 @@
+"""summary.md: the report's headline tables in Markdown, for pasting into a paper or an issue.
+
+No model output goes in here; every cell is still escaped, since caveat sentences can quote
+error text and names come from config."""
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, format_value
+from whichshot.report.tables import CHECKS, HEADLINE_COLUMNS, WORKLOAD_COLUMNS, build_tables, check_summary
+
+# Underscores inside words and '#' inside a line are inert in GitHub Markdown; these are not.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*|\[\]<>])")
+
+
+def md(text: Any) -> str:
+    """One Markdown table cell: specials backslash-escaped, HTML brackets as entities, one line."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    escaped = escaped.replace("\\<", "&lt;").replace("\\>", "&gt;")
+    return " ".join(escaped.split())
+
+
+def _cell(
+    figure: dict[str, Any] | None, caveat_numbers: dict[str, int], missing: str = "not measured"
+) -> str:
+    if figure is None:
+        return missing
+    refs = "".join(f" [{caveat_numbers[c]}]" for c in figure["caveat_ids"] if c in caveat_numbers)
+    return f"{md(format_bare(figure))} {KIND_LETTERS[figure['kind']]}{refs}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
+    header = ["engine", "model", "prompt tokens", "which shot"]
+    header += [md(f"{title} ({unit})") for _m, title, unit in HEADLINE_COLUMNS]
+    body = [
+        [md(r["engine"]), md(r["model"]), md(r["prompt_tokens"]), md(r["which_shot"])]
+        + [_cell(r["cells"].get(metric), numbers) for metric, *_ in HEADLINE_COLUMNS]
+        for r in rows
+    ]
+    return _table(header, body)
+
+
+def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
+    header = ["model", "workload", "text", "protocol", "speculative mode"]
+    header += [
+        md(f"{title} ({unit})") for metric, title, unit in WORKLOAD_COLUMNS if metric != "lossless_share"
+    ]
+    header += ["lossless vs none", "checks (shots passing)", "which shot"]
+    body = []
+    for r in rows:
+        cells = [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in WORKLOAD_COLUMNS[:-1]]
+        lossless = r["cells"].get("lossless_share")
+        checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
+        body.append(
+            [
+                md(r["model"]),
+                md(r["workload"]),
+                md(r["text_kind"]),
+                md(r["protocol"]),
+                md(r["spec_mode"]),
+                *cells,
+                md(format_lossless(lossless)) if lossless else "—",
+                md(checks) or "—",
+                md(r["which_shot"]),
+            ]
+        )
+    return _table(header, body)
+
+
+def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, shots: pd.DataFrame, run_id: str) -> str:
+    """The Markdown summary of one run."""
+    tables = build_tables(figures)
+    numbers = {c: n for n, c in enumerate(caveats["caveat_id"], start=1)}
+    ok = int((shots["status"] == "ok").sum())
+    lines = [
+        f"# whichshot summary: {md(run_id)}",
+        "",
+        f"{ok} of {len(shots)} shots ok. Kinds: " + ", ".join(f"{v} = {k}" for k, v in KIND_LETTERS.items())
+        + ". [n] = caveat n below. Every number is a row of results/figures.parquet.",
+        "",
+    ]  # fmt: skip
+    if tables.headline:
+        lines += ["## Cold and warm", "", *headline_table(tables.headline, numbers), ""]
+    if tables.workloads:
+        checks = "; ".join(f"{name} = {meaning}" for _m, name, meaning in CHECKS)
+        lines += ["## Workloads × speculative modes", "", *workload_table(tables.workloads, numbers), "",
+                  f"— = does not apply. Checks: {md(checks)}.", ""]  # fmt: skip
+    if tables.inferred:
+        lines += ["## Inferred and assumed figures", ""]
+        lines += [f"- {md(f['figure_id'])} = {md(format_value(f))} ({f['kind']}): "
+                  f"{md(f['formula'])}" for f in tables.inferred]  # fmt: skip
+        lines.append("")
+    lines += ["## Caveats", ""]
+    fired = [f"{n}. **{md(c['caveat_id'])}**: {md(c['sentence'])}"
+             for n, c in enumerate(caveats.to_dict("records"), start=1)]  # fmt: skip
+    lines += fired or ["None fired on this data."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,21 @@
+rule archive_run:
+    input:
+        rules.aggregate_shots.output,
+        rules.compute_figures.output,
+        rules.render_report.output,
+        [f"results/engines/{engine}/build.json" for engine in config["engines"]],
+        [f"results/models/{model}.json" for model in config["models"]],
+        expand(
+            "results/prompts/{engine}/{model}.json",
+            engine=config["engines"],
+            model=measured_models(config),
+        ),
+        bench_outputs(),
+    output:
+        archive=f"results/archive/{config['run_id']}.tar.gz",
+    log:
+        "logs/archive_run/archive_run.log",
+    conda:
+        ENV
+    script:
+        "../scripts/archive_run.py"
