@@ -1,6 +1,23 @@
+import os
+
 import pytest
 
+from engines import load_engine
 from tests.pipeline import engine_processes, load_config, run_pipeline
+from whichshot.cache import cache_root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_built(request):
+    """Build (or find cached) the CPU llama.cpp every e2e test uses, once, with every core.
+
+    The pipeline runs with --cores 1, so a build started by the first e2e test would use one
+    core; the build id does not depend on the job count, so later runs reuse this one.
+    """
+    if not any(item.get_closest_marker("e2e") for item in request.session.items):
+        return
+    spec = load_config("smoke")["engines"]["llama_cpp"]
+    load_engine(spec["kind"]).build(spec, cache_root(None), os.cpu_count() or 1)
 
 
 @pytest.fixture(scope="session")

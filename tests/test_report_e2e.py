@@ -145,8 +145,7 @@ def test_report_rule_declares_every_plot():
 
 
 def test_snakemake_report_zip(run):
-    # --cores: engines.smk sizes the build by workflow.cores, which Snakemake needs even for --report.
-    argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores", "1",
+    argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
             "--directory", str(run), "--report", "results/report/snakemake-report.zip"]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

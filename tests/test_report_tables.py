@@ -55,5 +55,5 @@ def test_formats():
     assert format_value({"value": 2.5, "unit": "ratio"}) == "×2.500"
     assert format_value({"value": None, "unit": "tok/s"}) == "not measured"
     lossless = {"value": 1 / 3, "shot_ids": ["a", "b", "c"], "note": "first diverging token 12 in a"}
-    assert format_lossless(lossless) == "1/3 identical; first diverging token 12 in a"
+    assert format_lossless(lossless) == "1/3 identical; diverges at token 12"
     assert index_ranges([5, 1, 2, 3]) == "1-3, 5"

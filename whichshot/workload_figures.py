@@ -87,7 +87,19 @@ def _acceptance(key, group) -> list[Figure]:
     formula = "sum of engine-reported draft_n_accepted / sum of draft_n over the cell's shots"
     figure = _figure(key, "acceptance_rate", accepted / drafted, "fraction", "engine-reported", formula,
                      group, timed_by="engine (draft_n, draft_n_accepted)")  # fmt: skip
-    return [figure]
+    return [figure, *_draft_length(key, group)]
+
+
+def _draft_length(key, group) -> list[Figure]:
+    lengths = group["engine_draft_mean_len"].dropna() if "engine_draft_mean_len" in group else []
+    if len(lengths) == 0:
+        return []
+    formula = (
+        "median over the cell's shots of the engine's per-request 'mean len': tokens emitted "
+        "per verification step that had a draft (accepted draft tokens + the target's token)"
+    )
+    return [_figure(key, "draft_mean_len", float(lengths.median()), "tokens/step", "engine-reported",
+                    formula, group, timed_by="engine log")]  # fmt: skip
 
 
 def _copy(key, group) -> list[Figure]:

@@ -37,6 +37,10 @@ def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str,
         needle_at += total < 0.3 * budget_chars  # the needle goes before the section crossing 30 %
         if total >= budget_chars:
             break
+    if len(sections) < 3:
+        raise WhichshotError(
+            f"document_tokens={n_tokens} leaves too few whole sections to mark one; raise document_tokens"
+        )
     fraction = needle_at / len(sections)
     ids = engine.tokenize(wl.make_document(sections, needle, needle_position_fraction=fraction))
     if len(ids) < n_tokens:

@@ -57,11 +57,12 @@ def format_bare(figure: dict[str, Any]) -> str:
 
 
 def format_lossless(figure: dict[str, Any]) -> str:
-    """'3/3 identical' or '1/3 identical; first diverging token 12 in <shot>'."""
+    """'3/3 identical' or '1/3 identical; diverges at token 12'."""
     if _missing(figure.get("value")):
         return NOT_MEASURED
     n = len(figure.get("shot_ids") or [])
     same = round(figure["value"] * n)
-    note = figure.get("note") or ""
+    # The note names the shot too; the cell keeps the token, the hover text has the rest.
+    where = (figure.get("note") or "").split(" in ")[0].replace("first diverging token", "diverges at token")
     text = f"{same}/{n} identical"
-    return text if same == n or not note else f"{text}; {note}"
+    return text if same == n or not where else f"{text}; {where}"

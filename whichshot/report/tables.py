@@ -25,6 +25,7 @@ WORKLOAD_COLUMNS = (
     ("decode_tok_s", "decode", "tok/s"),
     ("speedup_vs_none", "speed-up over none", "×"),
     ("acceptance_rate", "acceptance", "%"),
+    ("draft_mean_len", "mean len", "tokens/step"),
     ("copy_fraction", "copy fraction", "%"),
     ("lossless_share", "lossless vs none", "shots"),
 )

@@ -7,7 +7,7 @@ rule build_engine:
         engine=ENGINE_PATTERN,
     conda:
         ENV
-    threads: workflow.cores
+    threads: 64  # the build job; Snakemake caps it at --cores (a cluster profile sets its own)
     params:
         spec=engine_spec,
         cache_dir=config["cache_dir"],

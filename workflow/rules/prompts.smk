@@ -11,6 +11,9 @@ rule build_prompts:
         model=MODEL_PATTERN,
     conda:
         ENV
+    resources:
+        # It starts the engine to tokenize: never beside a measurement on the same machine.
+        measurement_slot=1,
     params:
         engine=engine_spec,
         prompts=config["prompts"],
