@@ -1,6 +1,7 @@
 """Run the real pipeline in a scratch working directory (the .test/ convention)."""
 
 import copy
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,9 @@ def engine_processes() -> list[psutil.Process]:
         if proc.info["name"] == "llama-server" or (cmdline and cmdline[0].endswith("llama-server")):
             found.append(proc)
     return found
+
+
+def sigint_as_in_a_terminal() -> None:
+    """preexec_fn: SIGINT back to its default, as under an interactive shell (a test runner
+    started in the background inherits it ignored, and then Ctrl-C could not be simulated)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.pipeline import REPO, engine_processes, load_config, run_pipeline
+from tests.pipeline import REPO, engine_processes, load_config, run_pipeline, sigint_as_in_a_terminal
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def _start(workdir, config):
     argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
             "--directory", str(workdir), "--cores", "1"]  # fmt: skip
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=sigint_as_in_a_terminal)  # fmt: skip
 
 
 def _wait_for_shots(partial, count, timeout_s=1200):

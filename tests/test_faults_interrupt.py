@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.pipeline import REPO, load_config, run_pipeline
+from tests.pipeline import REPO, load_config, run_pipeline, sigint_as_in_a_terminal
 
 pytestmark = pytest.mark.e2e
 TAG = "WHICHSHOT_FAULT_TAG"
@@ -58,7 +58,8 @@ def test_sigint_then_sigterm_mid_grid_leaves_no_process_and_the_rerun_resumes(tm
     argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
             "--directory", str(tmp_path), "--cores", "1"]  # fmt: skip
     snakemake = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 env={**os.environ, TAG: tag}, start_new_session=True)  # fmt: skip
+                                 env={**os.environ, TAG: tag}, start_new_session=True,
+                                 preexec_fn=sigint_as_in_a_terminal)  # fmt: skip
     partial = _wait_for_a_shot(tmp_path / "results" / "shots", snakemake)
     os.killpg(snakemake.pid, signal.SIGINT)
     time.sleep(0.5)

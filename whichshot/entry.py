@@ -22,6 +22,9 @@ def run_script(smk: Any, main: Callable[[Any], None]) -> None:
         sys.stderr = sys.stdout = open(log_path, "a", buffering=1)  # noqa: SIM115
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     signal.signal(signal.SIGTERM, _terminate)
+    # A process started in the background of a non-interactive shell inherits SIGINT ignored,
+    # and Python then never raises KeyboardInterrupt: Ctrl-C must always unwind a measurement.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         main(smk)
     except WhichshotError as exc:
