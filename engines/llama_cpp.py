@@ -166,7 +166,9 @@ class LlamaServer:
                     f"(log {self.process.log_path})"
                 ) from None
             raise WhichshotError(f"request failed: {exc}") from None
-        outcome = _outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens)
+        outcome = stream_outcome(
+            streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens
+        )
         self._add_log_facts(outcome)
         return outcome
 
@@ -181,7 +183,9 @@ class LlamaServer:
         return self.process.stop()
 
 
-def _outcome(t_request_s: float, t_end_s: float, events: list, max_tokens: int) -> ShotOutcome:
+def stream_outcome(t_request_s: float, t_end_s: float, events: list, max_tokens: int) -> ShotOutcome:
+    """A ShotOutcome from llama-server-shaped events (token ids per event, a final stop event),
+    checked: a cut-off stream, an over-long output or malformed fields fail the shot."""
     token_events, token_ids, text_parts = [], [], []
     final: dict[str, Any] = {}
     for t_arrival_s, event in events:

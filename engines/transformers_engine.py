@@ -15,11 +15,12 @@ from typing import Any
 import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from engines.llama_cpp import stream_outcome
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
 from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
-from whichshot.sse import MalformedStream, post_stream
+from whichshot.sse import post_stream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_MODULE = "engines.hf_server"
@@ -182,35 +183,6 @@ class HfServer:
 
     def stop(self) -> int | None:
         return self.process.stop()
-
-
-def stream_outcome(t_request_s: float, t_end_s: float, events: list, max_tokens: int) -> ShotOutcome:
-    """A ShotOutcome from llama-server-shaped events: token ids per event, a final stop event."""
-    token_events, token_ids, text_parts = [], [], []
-    final: dict[str, Any] = {}
-    for t_arrival_s, event in events:
-        ids = event.get("tokens") or []
-        if ids:
-            token_events.append((t_arrival_s, len(ids)))
-            token_ids.extend(ids)
-        text_parts.append(event.get("content", ""))
-        if event.get("stop"):
-            final = event
-    if not final:
-        raise MalformedStream("the stream ended without its final (stop) event: the output is incomplete")
-    if len(token_ids) > max_tokens:
-        raise MalformedStream(f"output longer than asked: {len(token_ids)} tokens for n_predict {max_tokens}")
-    timings = final.get("timings", {})
-    return ShotOutcome(
-        t_request_s=t_request_s,
-        t_end_s=t_end_s,
-        token_events=token_events,
-        output_token_ids=token_ids,
-        output_text="".join(text_parts),
-        prompt_tokens_engine=timings.get("prompt_n"),
-        engine_timings=timings,
-        stop_reason=final.get("stop_type"),
-    )
 
 
 ENGINE = Transformers()

@@ -21,7 +21,7 @@ SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm" / "config.yaml"
 MEASUREMENT_RULES = ("run_series", "bench_engine")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # the daemons must be gone before other modules count processes
 def slurm():
     reason = unavailable_reason()
     if reason is not None:

@@ -32,6 +32,10 @@ def test_missing_kv_line_is_not_measured():
 
 def test_draft_mean_length_only_where_printed():
     assert draft_mean_length(DRAFTED) == 11.0
+    padded = (
+        "id  0 | task 0 | draft acceptance = 0.79688 (   51 accepted /    64 generated), mean len =  8.29"
+    )
+    assert draft_mean_length(padded) == 8.29
     assert draft_mean_length("prompt eval time = 1 ms / 1 tokens\n") is None
 
 
