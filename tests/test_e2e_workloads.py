@@ -76,6 +76,14 @@ def test_document_is_cut_to_the_exact_token_count(workload_run):
 def test_workload_figures_exist(workload_run):
     figures = pd.read_parquet(workload_run / "results" / "figures.parquet")
     metrics = set(figures["metric"])
-    assert {"speedup_vs_none", "acceptance_rate", "copy_fraction", "lossless_share"} <= metrics
+    assert {
+        "speedup_vs_none",
+        "acceptance_rate",
+        "draft_mean_len",
+        "copy_fraction",
+        "lossless_share",
+    } <= metrics
     caveats = set(pd.read_parquet(workload_run / "results" / "caveats.parquet")["caveat_id"])
-    assert {"synthetic_text_in_use", "acceptance_length_not_derivable"} <= caveats
+    assert "synthetic_text_in_use" in caveats
+    # llama-server printed the mean length for every drafted request, so no cell lacks it.
+    assert "acceptance_length_not_derivable" not in caveats
