@@ -19,10 +19,10 @@ from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
 from whichshot import pypi
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
-from whichshot.errors import EngineDied, WhichshotError
+from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
-from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.sse import MalformedStream, post_stream
 
 BINARIES = ("llama-server", "llama-bench")
@@ -71,13 +71,8 @@ class LlamaCpp:
             ensure_port_free(settings.port)
         port = settings.port or free_port()
         argv = server_argv(build["binaries"]["llama-server"]["path"], model_path, settings, port)
-        process = EngineProcess(argv, log_path)
         base_url = f"http://{LOOPBACK}:{port}"
-        try:
-            ready_s = process.wait_ready(lambda: http_ok(f"{base_url}/health"), settings.ready_timeout_s)
-        except BaseException:
-            process.stop()
-            raise
+        process, ready_s = start_until_ready(argv, log_path, f"{base_url}/health", settings.ready_timeout_s)
         return LlamaServer(process, base_url, ready_s)
 
 
@@ -160,12 +155,7 @@ class LlamaServer:
                 max_events=request.max_output_tokens + 2,
             )
         except requests.RequestException as exc:
-            if self.process.exited(grace_s=1.0):
-                raise EngineDied(
-                    f"engine exited with {self.process.exit_description()} during the shot "
-                    f"(log {self.process.log_path})"
-                ) from None
-            raise WhichshotError(f"request failed: {exc}") from None
+            raise self.process.request_failure(exc) from None
         outcome = stream_outcome(
             streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens
         )

@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
-from whichshot.errors import EngineDied, WhichshotError
+from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
 from whichshot.prom_metrics import counter_deltas, parse_prometheus
@@ -146,12 +146,7 @@ class OpenAIServer:
             streamed = post_stream(f"{self.base_url}{path}", payload, request.timeout_s,
                                    max_events=request.max_output_tokens + 4)  # fmt: skip
         except requests.RequestException as exc:
-            if self.process.exited(grace_s=1.0):
-                raise EngineDied(
-                    f"engine exited with {self.process.exit_description()} during the shot "
-                    f"(log {self.process.log_path})"
-                ) from None
-            raise WhichshotError(f"request failed: {exc}") from None
+            raise self.process.request_failure(exc) from None
         after = self._metrics()
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
         if not outcome.output_token_ids and outcome.output_text:

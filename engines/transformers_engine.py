@@ -16,10 +16,10 @@ import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
 from engines.llama_cpp import stream_outcome
-from whichshot.errors import EngineDied, WhichshotError
+from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
-from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.sse import post_stream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,13 +57,9 @@ class Transformers:
             ensure_port_free(settings.port)
         port = settings.port or free_port()
         argv = server_argv(build, model_path, settings, port)
-        process = EngineProcess(argv, log_path, env=server_env(settings.threads))
         base_url = f"http://{LOOPBACK}:{port}"
-        try:
-            ready_s = process.wait_ready(lambda: http_ok(f"{base_url}/health"), settings.ready_timeout_s)
-        except BaseException:
-            process.stop()
-            raise
+        process, ready_s = start_until_ready(argv, log_path, f"{base_url}/health", settings.ready_timeout_s,
+                                             env=server_env(settings.threads))  # fmt: skip
         return HfServer(process, base_url, ready_s)
 
 
@@ -171,12 +167,7 @@ class HfServer:
             streamed = post_stream(f"{self.base_url}/completion", payload, request.timeout_s,
                                    max_events=request.max_output_tokens + 2)  # fmt: skip
         except requests.RequestException as exc:
-            if self.process.exited(grace_s=1.0):
-                raise EngineDied(
-                    f"engine exited with {self.process.exit_description()} during the shot "
-                    f"(log {self.process.log_path})"
-                ) from None
-            raise WhichshotError(f"request failed: {exc}") from None
+            raise self.process.request_failure(exc) from None
         return stream_outcome(
             streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import requests
 
-from whichshot.errors import EngineNotReady, WhichshotError
+from whichshot.errors import EngineDied, EngineNotReady, WhichshotError
 
 LOOPBACK = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
@@ -85,6 +85,14 @@ class EngineProcess:
             return False
         return True
 
+    def request_failure(self, exc: Exception) -> WhichshotError:
+        """What a failed request means: the engine died during it, or the request itself failed."""
+        if self.exited(grace_s=1.0):
+            return EngineDied(
+                f"engine exited with {self.exit_description()} during the shot (log {self.log_path})"
+            )
+        return WhichshotError(f"request failed: {exc}")
+
     def exit_description(self) -> str:
         """'code 1' or 'signal SIGKILL': how the process ended (call once it has)."""
         code = self.popen.returncode
@@ -153,3 +161,15 @@ def http_ok(url: str, timeout_s: float = 1.0) -> bool:
         return requests.get(url, timeout=timeout_s).status_code == 200
     except requests.RequestException:
         return False
+
+
+def start_until_ready(
+    argv: list[str], log_path: Path, health_url: str, timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[EngineProcess, float]:
+    """Start an engine and wait for its health URL; a process that never gets ready is stopped."""
+    process = EngineProcess(argv, log_path, env=env)
+    try:
+        return process, process.wait_ready(lambda: http_ok(health_url), timeout_s)
+    except BaseException:
+        process.stop()
+        raise
