@@ -11,10 +11,9 @@ On CUDA every timestamp is taken after torch.cuda.synchronize().
 
 import argparse
 import json
-import queue
 import sys
-import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,6 @@ from transformers.generation.streamers import BaseStreamer
 
 LOOPBACK = "127.0.0.1"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_DONE = object()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,9 +43,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_causal_lm(path: Path, dtype: str, device: str) -> Any:
-    """A model from a GGUF file, dequantised by transformers to `dtype`."""
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=DTYPES[dtype])
-    return model.to(device).eval()
+    """A model from a GGUF file, every weight dequantised at load to a dense `dtype` tensor on
+    `device`; refused (WeightPlacementError) if any weight ends up elsewhere or still packed."""
+    kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
+    if hasattr(transformers, "GgufConfig"):
+        # Newer transformers keep GGUF blocks packed and run their own matmul kernels (or unpack a
+        # block on every call) unless told otherwise: both engines must serve plain dense weights.
+        kwargs["quantization_config"] = transformers.GgufConfig(dequantize=True)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, **kwargs)
+    model = model.to(device).eval()
+    placement = weight_placement(model)
+    expected = {"devices": [torch.device(device).type], "dtypes": [str(DTYPES[dtype])], "packed_modules": 0}
+    if placement != expected:
+        raise WeightPlacementError(f"{path.name}: weights are {placement}, asked for {expected}")
+    return model
+
+
+class WeightPlacementError(RuntimeError):
+    """The loaded weights are not where, or not what, the engine was asked for."""
+
+
+def weight_placement(model: Any) -> dict[str, Any]:
+    """Where the weights really are: device types, dtypes, and modules that hold packed GGUF blocks."""
+    params = list(model.parameters())
+    return {
+        "devices": sorted({p.device.type for p in params}),
+        "dtypes": sorted({str(p.dtype) for p in params}),
+        "packed_modules": sum(type(m).__name__.lower().startswith("gguf") for m in model.modules()),
+    }
 
 
 class DraftCounter:
@@ -81,11 +104,12 @@ class DraftCounter:
 
 
 class TokenTimer(BaseStreamer):
-    """Receives tokens from generate(): timestamps each step and hands it to the HTTP thread."""
+    """Receives tokens from generate(): timestamps each step and hands its ids to `send` at once,
+    on generate()'s own thread (no second Python thread to contend with it for the GIL)."""
 
-    def __init__(self, sync: bool) -> None:
-        self.events: queue.Queue = queue.Queue()
+    def __init__(self, sync: bool, send: Callable[[list[int]], None] = lambda ids: None) -> None:
         self.sync = sync
+        self.send = send
         self._prompt_seen = False
         self.steps: list[tuple[float, list[int]]] = []
 
@@ -101,10 +125,13 @@ class TokenTimer(BaseStreamer):
         t_s = self.now()
         ids = [int(i) for i in value.reshape(-1).tolist()]
         self.steps.append((t_s, ids))
-        self.events.put(ids)
+        self.send(ids)
 
     def end(self) -> None:
         pass
+
+    def output_ids(self) -> list[int]:
+        return [i for _t, ids in self.steps for i in ids]
 
 
 class Engine:
@@ -129,6 +156,7 @@ class Engine:
             "default_generation_settings": {"n_ctx": self.n_ctx},
             "device": self.device,
             "dtype": self.dtype,
+            "weights": weight_placement(self.model),
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "speculative": self.spec_settings,
@@ -233,9 +261,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"tokens": ids})
 
     def _detokenize(self, body: dict) -> None:
-        text = self.engine.tokenizer.decode(body["tokens"], skip_special_tokens=False,
-                                            clean_up_tokenization_spaces=False)  # fmt: skip
-        self._json(200, {"content": text})
+        self._json(200, {"content": self._text(body["tokens"])})
 
     def _template(self, body: dict) -> None:
         tok = self.engine.tokenizer
@@ -252,50 +278,30 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError(
                 f"{len(prompt)} prompt + {n_predict} output tokens exceed n_ctx {self.engine.n_ctx}"
             )
-        timer = TokenTimer(sync=self.engine.device.startswith("cuda"))
-        result: dict[str, Any] = {}
-        worker = threading.Thread(target=self._generate, args=(body, timer, result), daemon=True)
+        # Token events carry ids only (the client times their arrival); the text, decoded once,
+        # comes with the final event, so nothing per token costs more than one small write.
+        timer = TokenTimer(self.engine.device.startswith("cuda"), send=self._send_tokens)
         self._start_stream()
-        worker.start()
-        self._stream_tokens(timer)
-        worker.join()
-        if "error" in result:
-            self._send_line(f"error: {json.dumps({'message': result['error']})}\n\n")
+        try:
+            timings = self.engine.generate(prompt, n_predict, bool(body.get("ignore_eos", False)), timer)
+        except Exception as exc:  # reported to the client as an error event, never swallowed
+            self._send_line(f"error: {json.dumps({'message': f'{type(exc).__name__}: {exc}'})}\n\n")
         else:
-            self._send_final(body, result["timings"])
+            self._send_final(n_predict, timings, self._text(timer.output_ids()))
         self._end_stream()
 
-    def _generate(self, body: dict, timer: TokenTimer, result: dict) -> None:
-        try:
-            ignore_eos = bool(body.get("ignore_eos", False))
-            result["timings"] = self.engine.generate(
-                body["prompt"], int(body["n_predict"]), ignore_eos, timer
-            )
-        except Exception as exc:  # reported to the client as an error event, never swallowed
-            result["error"] = f"{type(exc).__name__}: {exc}"
-        finally:
-            timer.events.put(_DONE)
+    def _send_tokens(self, ids: list[int]) -> None:
+        self._send_event({"tokens": ids, "content": "", "stop": False})
 
-    def _stream_tokens(self, timer: TokenTimer) -> None:
-        self._ids: list[int] = []
-        self._sent = ""
-        while (ids := timer.events.get()) is not _DONE:
-            self._ids += ids
-            self._send_event({"tokens": ids, "content": self._text_delta(final=False), "stop": False})
+    def _text(self, ids: list[int]) -> str:
+        return self.engine.tokenizer.decode(
+            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
 
-    def _text_delta(self, final: bool) -> str:
-        text = self.engine.tokenizer.decode(self._ids, skip_special_tokens=False,
-                                            clean_up_tokenization_spaces=False)  # fmt: skip
-        if not final and text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more
-            return ""
-        delta, self._sent = text[len(self._sent) :], text
-        return delta
-
-    def _send_final(self, body: dict, timings: dict) -> None:
-        limit = int(body["n_predict"])
+    def _send_final(self, n_predict: int, timings: dict, text: str) -> None:
         self._send_event({
-            "tokens": [], "content": self._text_delta(final=True), "stop": True,
-            "stop_type": "limit" if timings["predicted_n"] >= limit else "eos",
+            "tokens": [], "content": text, "stop": True,
+            "stop_type": "limit" if timings["predicted_n"] >= n_predict else "eos",
             "tokens_predicted": timings["predicted_n"], "tokens_evaluated": timings["prompt_n"],
             "timings": timings,
         })  # fmt: skip
@@ -336,8 +342,9 @@ def main(argv: list[str] | None = None) -> None:
     transformers.logging.disable_progress_bar()
     t0 = time.monotonic()
     Handler.engine = Engine(args)
+    placement = weight_placement(Handler.engine.model)
     print(f"hf_server: loaded {args.model.name} on {args.device} as {args.dtype} in "
-          f"{time.monotonic() - t0:.1f} s", flush=True)  # fmt: skip
+          f"{time.monotonic() - t0:.1f} s; weights {placement}", flush=True)  # fmt: skip
     # Bound only once the model is loaded: /health answering means ready.
     server = HTTPServer((LOOPBACK, args.port), Handler)
     print(f"hf_server: listening on {LOOPBACK}:{args.port}", flush=True)

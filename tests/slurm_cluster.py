@@ -14,10 +14,16 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+
+import pandas as pd
+import yaml
 
 PARTITION = "whichshot"
 FAKE_GPUS = ("/dev/null", "/dev/zero")  # gres needs a device file per GPU; nothing opens them
+MEASUREMENT_RULES = ("run_series", "bench_engine")
+SLURM_PROFILE = Path(__file__).resolve().parent.parent / "workflow" / "profiles" / "slurm" / "config.yaml"
 NEEDED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "srun")
 
 
@@ -116,8 +122,8 @@ def slurm_conf(root: Path, node: str) -> str:
         "MailProg=/bin/true",
         "ReturnToService=2",
         # Finished jobs stay visible to squeue this long: the executor's squeue status check needs
-        # >= 300 s; an hour keeps every job of a test run there for the test to read back.
-        "MinJobAge=3600",
+        # >= 300 s; two hours keep every job of a test run, or of the default grid, there to be read back.
+        "MinJobAge=7200",
         "GresTypes=gpu",
         _node_line(node),
         f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
@@ -219,6 +225,59 @@ def start_cluster() -> SlurmCluster:
         raise
     cluster.bring_up_s = time.monotonic() - t0
     return cluster
+
+
+def local_profile(dest: Path) -> Path:
+    """The shipped Slurm profile with its placeholders filled for the local 2-CPU node.
+
+    Measurement jobs ask for one CPU and one (fake) GPU each, so the node could run two at once:
+    only the measurement_slot keeps them apart, which is what the overlap test checks.
+    """
+    profile = yaml.safe_load(SLURM_PROFILE.read_text())
+    assert profile["resources"]["measurement_slot"] == 1
+    profile.update({
+        "jobs": 4, "cores": 2, "latency-wait": 5,
+        "slurm-init-seconds-before-status-checks": 2, "set-threads": {"build_engine": 2},
+    })  # fmt: skip
+    defaults = profile["default-resources"]
+    del defaults["slurm_account"]
+    defaults.update(slurm_partition=PARTITION, mem_mb=1000, runtime=30)
+    for rule, resources in profile["set-resources"].items():
+        resources.update(cpus_per_task=1 if rule in MEASUREMENT_RULES else 2, mem_mb=2000, runtime=30)
+        if rule in MEASUREMENT_RULES:
+            assert resources["measurement_slot"] == 1 and resources["gpu"] <= len(FAKE_GPUS)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.yaml").write_text(yaml.safe_dump(profile))
+    return dest
+
+
+def measurement_jobs(jobs: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The jobs (as SlurmCluster.jobs lists them) that ran a measurement rule."""
+    rules = tuple(f"rule_{rule}" for rule in MEASUREMENT_RULES)
+    return [job for job in jobs if job["comment"].startswith(rules)]
+
+
+def overlapping_jobs(jobs: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """Pairs of consecutive jobs (by start) whose Slurm start/end times overlap. Slurm keeps whole
+    seconds, so a job may start in the second the previous one ended without overlapping it."""
+    when = datetime.fromisoformat
+    spans = sorted((when(job["start"]), when(job["end"]), job["job_id"]) for job in jobs)
+    return [(a[2], b[2]) for a, b in zip(spans, spans[1:], strict=False) if a[1] > b[0]]
+
+
+def shot_windows(shots: pd.DataFrame) -> pd.DataFrame:
+    """Per Slurm job: engine spawn of its first process to the end of its last shot (monotonic)."""
+    spawn = shots["t_request_mono_s"] - shots["process_age_s"]
+    frame = shots.assign(spawn=spawn).groupby("slurm_job_id")
+    windows = pd.DataFrame({"start": frame["spawn"].min(), "end": frame["t_end_mono_s"].max()})
+    return windows.sort_values("start")
+
+
+def overlapping_windows(windows: pd.DataFrame) -> list[tuple[str, str]]:
+    """Pairs of consecutive Slurm jobs (by start) whose measured shot windows overlap."""
+    ids = list(windows.index)
+    gaps = windows["start"].iloc[1:].to_numpy() - windows["end"].iloc[:-1].to_numpy()
+    return [(ids[i], ids[i + 1]) for i, gap in enumerate(gaps) if gap <= 0]
 
 
 if __name__ == "__main__":

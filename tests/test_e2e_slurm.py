@@ -3,22 +3,27 @@ single-node Slurm (tests/slurm_cluster.py), using workflow/profiles/slurm adapte
 
 import os
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from tests.pipeline import REPO, load_config, run_pipeline
-from tests.slurm_cluster import FAKE_GPUS, PARTITION, SlurmCluster, start_cluster, unavailable_reason
+from tests.pipeline import load_config, run_pipeline
+from tests.slurm_cluster import (
+    FAKE_GPUS,
+    SlurmCluster,
+    local_profile,
+    measurement_jobs,
+    overlapping_jobs,
+    overlapping_windows,
+    shot_windows,
+    start_cluster,
+    unavailable_reason,
+)
 from whichshot.tables import arrow_schema, record_schema
 
 pytestmark = pytest.mark.e2e
-
-SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm" / "config.yaml"
-MEASUREMENT_RULES = ("run_series", "bench_engine")
 
 
 @pytest.fixture(scope="module")  # the daemons must be gone before other modules count processes
@@ -30,30 +35,6 @@ def slurm():
     print(f"slurm bring-up: {cluster.bring_up_s:.2f} s")
     yield cluster
     cluster.stop()
-
-
-def local_profile(dest: Path) -> Path:
-    """The shipped Slurm profile with its placeholders filled for the local 2-CPU node.
-
-    Measurement jobs ask for one CPU and one (fake) GPU each, so the node could run two at once:
-    only the measurement_slot keeps them apart, which is what the overlap test checks.
-    """
-    profile = yaml.safe_load(SLURM_PROFILE.read_text())
-    assert profile["resources"]["measurement_slot"] == 1
-    profile.update({
-        "jobs": 4, "cores": 2, "latency-wait": 5,
-        "slurm-init-seconds-before-status-checks": 2, "set-threads": {"build_engine": 2},
-    })  # fmt: skip
-    defaults = profile["default-resources"]
-    del defaults["slurm_account"]
-    defaults.update(slurm_partition=PARTITION, mem_mb=1000, runtime=30)
-    for rule, resources in profile["set-resources"].items():
-        resources.update(cpus_per_task=1 if rule in MEASUREMENT_RULES else 2, mem_mb=2000, runtime=30)
-        if rule in MEASUREMENT_RULES:
-            assert resources["measurement_slot"] == 1 and resources["gpu"] <= len(FAKE_GPUS)
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "config.yaml").write_text(yaml.safe_dump(profile))
-    return dest
 
 
 def _job_logs(workdir: Path) -> str:
@@ -110,30 +91,18 @@ def test_every_shot_records_the_gpu_slurm_gave_its_job(slurm_shots):
     assert slurm_shots["slurm_gpus"].isin([str(i) for i in range(len(FAKE_GPUS))]).all()
 
 
-def _shot_windows(shots: pd.DataFrame) -> pd.DataFrame:
-    """Per Slurm job: engine spawn of its first process to the end of its last shot (monotonic)."""
-    spawn = shots["t_request_mono_s"] - shots["process_age_s"]
-    frame = shots.assign(spawn=spawn).groupby("slurm_job_id")
-    windows = pd.DataFrame({"start": frame["spawn"].min(), "end": frame["t_end_mono_s"].max()})
-    return windows.sort_values("start")
-
-
 def test_measurement_series_never_overlap_in_shot_times(slurm_shots):
     assert slurm_shots["hostname"].nunique() == 1  # one host: its monotonic clock is shared
-    windows = _shot_windows(slurm_shots)
+    windows = shot_windows(slurm_shots)
     assert len(windows) >= 2
-    gaps = windows["start"].iloc[1:].to_numpy() - windows["end"].iloc[:-1].to_numpy()
-    assert (gaps > 0).all(), windows
+    assert overlapping_windows(windows) == [], windows
 
 
 def test_measurement_jobs_never_overlap_in_slurm_records(slurm_run):
-    rules = tuple(f"rule_{rule}" for rule in MEASUREMENT_RULES)
-    jobs = [j for j in slurm_run["jobs"] if j["comment"].startswith(rules)]
+    jobs = measurement_jobs(slurm_run["jobs"])
     assert {j["state"] for j in jobs} == {"COMPLETED"}
     assert any(j["comment"].startswith("rule_bench_engine") for j in jobs)
-    spans = sorted((datetime.fromisoformat(j["start"]), datetime.fromisoformat(j["end"])) for j in jobs)
-    # Slurm keeps whole seconds: a job may start in the second the previous one ended.
-    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), spans
+    assert overlapping_jobs(jobs) == [], jobs
 
 
 def test_schema_equals_the_local_run_and_the_declared_schema(slurm_run, smoke_run):

@@ -78,6 +78,18 @@ def test_transformers_reports_its_own_timings_and_dtype(cross_run):
 
 
 @pytest.mark.e2e
+def test_transformers_serves_dense_dequantised_weights_where_asked(cross_run):
+    # transformers >= 5.2x would keep GGUF blocks packed; hf_server asks for dense weights, checks
+    # where they are and prints it: every process of the run must say dense float32 on the CPU.
+    logs = [p.read_text() for p in cross_run["workdir"].rglob("process*.log")]
+    loaded = [line for log in logs for line in log.splitlines() if line.startswith("hf_server: loaded")]
+    hf_jobs = cross_run["shots"].loc[cross_run["shots"]["engine"] == "transformers", "process_id"]
+    assert len(loaded) == hf_jobs.nunique()
+    placement = "weights {'devices': ['cpu'], 'dtypes': ['torch.float32'], 'packed_modules': 0}"
+    assert all(line.endswith(placement) for line in loaded), loaded
+
+
+@pytest.mark.e2e
 def test_modes_run_only_on_their_engine_kind(cross_run):
     shots = cross_run["shots"]
     modes = shots[shots["workload"] != "continue_text"].groupby("engine")["spec_mode"].unique()
@@ -109,9 +121,34 @@ def test_side_by_side_figures_and_cross_engine_caveats(cross_run):
     assert {"cross_engine_kernels", "dequantised_weights", "spec_mode_engine_specific"} <= fired
 
 
+@pytest.mark.e2e
+def test_report_has_the_engines_side_by_side_table(cross_run):
+    report = cross_run["workdir"] / "results" / "report"
+    html = (report / "index.html").read_text()
+    table = html.split('<h2 id="engines">')[1].split("</table>")[0]
+    side = cross_run["figures"][cross_run["figures"]["metric"].str.startswith("xengine_")]
+    assert all(f'data-figure-id="{fid}"' in table for fid in side["figure_id"])
+    summary = (report / "summary.md").read_text()
+    assert "## Engines side by side" in summary and "decode (tok/s), transformers" in summary
+
+
 def test_build_refuses_versions_other_than_the_pins():
     spec = {**TRANSFORMERS, "versions": {"torch": "2.13.0", "transformers": "4.0.0"}}
     with pytest.raises(
         WhichshotError, match=r"transformers 5\.24\.0 is installed but the config pins 4\.0\.0"
     ):
         load_engine("transformers").build(spec, cache_root(""), 1)
+
+
+def test_weight_placement_sees_packed_modules_and_mixed_dtypes():
+    import torch
+
+    from engines.hf_server import weight_placement
+
+    class GgufLinear(torch.nn.Linear):  # the name transformers gives a module holding GGUF blocks
+        pass
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), GgufLinear(2, 2).to(torch.bfloat16))
+    assert weight_placement(model) == {
+        "devices": ["cpu"], "dtypes": ["torch.bfloat16", "torch.float32"], "packed_modules": 1,
+    }  # fmt: skip

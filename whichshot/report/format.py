@@ -51,8 +51,8 @@ def format_bare(figure: dict[str, Any]) -> str:
         return NOT_MEASURED
     if unit == "fraction":
         return f"{value * 100:.0f}"
-    if unit == "ratio":
-        return f"{value:.2f}"
+    if unit == "ratio":  # two decimals, or two significant digits for a ratio far below 1
+        return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.2g}"
     return format_number(value)
 
 

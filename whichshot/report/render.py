@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from whichshot.report.engine_table import PER_ENGINE, VS_REFERENCE
 from whichshot.report.format import (
     KIND_LETTERS,
     KIND_WORDS,
@@ -46,6 +47,8 @@ def render_report(
         tables=tables,
         headline_columns=HEADLINE_COLUMNS,
         workload_columns=WORKLOAD_COLUMNS,
+        per_engine=PER_ENGINE,
+        vs_reference=VS_REFERENCE,
         checks=CHECKS,
         check_summary=check_summary,
         kinds=KIND_WORDS,

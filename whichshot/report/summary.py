@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.report.engine_table import PER_ENGINE, VS_REFERENCE, EngineTable
 from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, format_value
 from whichshot.report.tables import CHECKS, HEADLINE_COLUMNS, WORKLOAD_COLUMNS, build_tables, check_summary
 
@@ -48,7 +49,7 @@ def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
 
 
 def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    header = ["model", "workload", "text", "protocol", "speculative mode"]
+    header = ["engine", "model", "workload", "text", "protocol", "speculative mode"]
     header += [
         md(f"{title} ({unit})") for metric, title, unit in WORKLOAD_COLUMNS if metric != "lossless_share"
     ]
@@ -60,6 +61,7 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
         checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
         body.append(
             [
+                md(r["engine"]),
                 md(r["model"]),
                 md(r["workload"]),
                 md(r["text_kind"]),
@@ -71,6 +73,23 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
                 md(r["which_shot"]),
             ]
         )
+    return _table(header, body)
+
+
+def engine_side_by_side(table: EngineTable, numbers: dict[str, int]) -> list[str]:
+    header = ["model", "case", "protocol", "speculative mode"]
+    header += [md(f"{title} ({unit}), {e}") for e in table.engines for _m, title, unit in PER_ENGINE]
+    header += [
+        md(f"{e}: {title} {table.reference} ({unit})")
+        for e in table.others
+        for _m, title, unit in VS_REFERENCE
+    ]
+    body = []
+    for r in table.rows:
+        cells = [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.engines for m, *_ in PER_ENGINE]
+        cells += [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.others for m, *_ in VS_REFERENCE]
+        head = [md(r["model"]), md(r["case"]), md(f"{r['protocol']} {r['ctx']}"), md(r["spec_mode"])]
+        body.append(head + cells)
     return _table(header, body)
 
 
@@ -92,6 +111,11 @@ def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, shots: pd.DataF
         checks = "; ".join(f"{name} = {meaning}" for _m, name, meaning in CHECKS)
         lines += ["## Workloads × speculative modes", "", *workload_table(tables.workloads, numbers), "",
                   f"— = does not apply. Checks: {md(checks)}.", ""]  # fmt: skip
+    if tables.engines:
+        lines += ["## Engines side by side", "", *engine_side_by_side(tables.engines, numbers), "",
+                  f"— = not run on that engine (a mode is one engine kind's setting) or does not apply. "
+                  f"Ratios: this engine over {md(tables.engines.reference)}, same model, prompt, mode and "
+                  "protocol.", ""]  # fmt: skip
     if tables.inferred:
         lines += ["## Inferred and assumed figures", ""]
         lines += [f"- {md(f['figure_id'])} = {md(format_value(f))} ({f['kind']}): "

@@ -12,6 +12,7 @@ import pandas as pd
 
 from whichshot.lossless import NO_DRAFT
 from whichshot.power import OUTLIER_METRIC
+from whichshot.report.engine_table import EngineTable, engine_table
 
 # (metric, column header, unit shown in the header)
 HEADLINE_COLUMNS = (
@@ -55,6 +56,7 @@ class Section:
 class ReportTables:
     headline: list[dict[str, Any]]
     workloads: list[dict[str, Any]]
+    engines: EngineTable | None
     sections: list[Section]
     inferred: list[dict[str, Any]]
     shown_ids: set[str]
@@ -66,6 +68,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     shown: set[str] = set()
     headline = headline_rows(records, shown)
     workloads = workload_rows(records, shown)
+    engines = engine_table(records, shown)
     sections = [
         _section(records, shown, "crosschecks", "Cross-checks: two timers side by side",
                  "Our client against the engine's own timings, and our prefill against llama-bench "
@@ -78,7 +81,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
                  lambda r: True),
     ]  # fmt: skip
     inferred = [r for r in records if r["kind"] in ("inferred", "assumed")]
-    return ReportTables(headline, workloads, [s for s in sections if s.rows], inferred, shown)
+    return ReportTables(headline, workloads, engines, [s for s in sections if s.rows], inferred, shown)
 
 
 def _records(figures: pd.DataFrame) -> list[dict[str, Any]]:
