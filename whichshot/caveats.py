@@ -9,6 +9,7 @@ import pandas as pd
 from whichshot.crosscheck import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
 from whichshot.engine_caveats import ENGINE_RULES
 from whichshot.figures import Figure
+from whichshot.host_load import BUSY_CORES
 from whichshot.power import (
     CLOCK_DROP_FRACTION,
     CLOCK_DROP_METRIC,
@@ -177,6 +178,24 @@ def outliers_present(ev: Evidence) -> Caveat | None:
     )
 
 
+def host_busy(ev: Evidence) -> Caveat | None:
+    if "host_foreign_cores" not in ev.shots:
+        return None
+    busy = ev.shots[(ev.shots["status"] == "ok") & (ev.shots["host_foreign_cores"] > BUSY_CORES)]
+    if busy.empty:
+        return None
+    worst = busy.loc[busy["host_foreign_cores"].idxmax()]
+    shot_ids = set(busy["shot_id"])
+    return Caveat(
+        "host_busy",
+        f"Other work ran on the machine during {len(busy)} shot(s): on average more than "
+        f"{BUSY_CORES:g} cores beyond the engine and the measuring process (worst "
+        f"{worst['host_foreign_cores']:.2f} cores in {worst['shot_id']}); their speeds may be low "
+        "for reasons outside the engine (column host_foreign_cores).",
+        _ids(ev.figures, lambda f: bool(shot_ids.intersection(f.shot_ids))),
+    )
+
+
 def failed_shots(ev: Evidence) -> Caveat | None:
     failed = ev.shots[ev.shots["status"] != "ok"]
     if failed.empty:
@@ -322,6 +341,7 @@ RULES = (
     other_tool,
     prompt_cache_used,
     outliers_present,
+    host_busy,
     failed_shots,
     context_reduced,
     clock_dropped_thermal_normal,

@@ -16,6 +16,7 @@ from whichshot.atomic import JsonlJournal
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.grid import Job
 from whichshot.hashing import sha256_text
+from whichshot.host_load import HostLoad
 from whichshot.quality_fields import quality_fields
 from whichshot.records import (
     SCHEMA_VERSION,
@@ -166,10 +167,13 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     record["prompt_sha256"] = sha256_text(",".join(map(str, request.prompt_token_ids)))
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
+    host_load = HostLoad(state.server.process.pid)
+    host_load.start()
     t_start_s = time.monotonic()
     try:
         outcome = state.server.shot(request)
     except (WhichshotError, requests.RequestException) as exc:
+        record.update(host_load.stop())
         # A dropped connection may come a moment before the process is seen dead: wait a little.
         lost = isinstance(exc, requests.RequestException)
         died = isinstance(exc, EngineDied) or state.server.process.exited(grace_s=1.0 if lost else 0.0)
@@ -177,6 +181,7 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
         return _with_telemetry(ctx, record, None)
+    record.update(host_load.stop())
     record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))
