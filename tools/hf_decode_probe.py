@@ -7,6 +7,7 @@ one process, so the ratios hold on a noisy machine.
              draft bookkeeping), the events written to memory instead of a socket
   forward    one-token forward passes with the KV cache, no generate() machinery at all
   http       a real hf_server process, one streamed /completion, its engine-reported decode
+  bare+telemetry, http+telemetry   the same while whichshot's telemetry sampler runs, as in a shot
 
     python tools/hf_decode_probe.py MODEL.gguf [--device cuda] [--dtype bfloat16] [--tokens 128]
 
@@ -32,6 +33,7 @@ from engines.llama_cpp import stream_outcome  # noqa: E402
 from engines.transformers_engine import server_env  # noqa: E402
 from whichshot.process import LOOPBACK, free_port, start_until_ready  # noqa: E402
 from whichshot.sse import post_stream  # noqa: E402
+from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends  # noqa: E402
 
 
 def _sync(device: str) -> None:
@@ -148,10 +150,22 @@ def main() -> None:
     }
     variants["bare"]()  # warm-up: kernels, allocator, caches
     for name, run in variants.items():
-        seconds = min(run() for _ in range(2))
-        print(json.dumps({"variant": name, "ms_per_token": round(seconds * 1000, 2),
-                          "tok_per_s": round(1 / seconds, 1)}), flush=True)  # fmt: skip
+        report(name, run)
+    # The pipeline samples telemetry (NVML, GPM, /proc) at 4 Hz during every shot: does that cost?
+    backends, _caveats = open_backends(["auto"])
+    try:
+        with TelemetryRecorder(backends, interval_s=0.25):
+            for name in ("bare", "http"):
+                report(f"{name}+telemetry", variants[name])
+    finally:
+        close_backends(backends)
     print(top_operators(engine, ids, 16))
+
+
+def report(name: str, run: Callable[[], float]) -> None:
+    seconds = min(run() for _ in range(2))
+    print(json.dumps({"variant": name, "ms_per_token": round(seconds * 1000, 2),
+                      "tok_per_s": round(1 / seconds, 1)}), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
