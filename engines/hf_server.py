@@ -143,6 +143,7 @@ class Engine:
         self.dtype = args.dtype
         self.tokenizer = AutoTokenizer.from_pretrained(args.model.parent, gguf_file=args.model.name)
         self.model = load_causal_lm(args.model, args.dtype, args.device)
+        self.weights = weight_placement(self.model)  # checked by load_causal_lm; fixed from here on
         limit = getattr(self.model.config, "max_position_embeddings", None) or args.context_tokens
         self.n_ctx = min(args.context_tokens, limit)
         self.spec = _spec_kwargs(args)
@@ -156,7 +157,7 @@ class Engine:
             "default_generation_settings": {"n_ctx": self.n_ctx},
             "device": self.device,
             "dtype": self.dtype,
-            "weights": weight_placement(self.model),
+            "weights": self.weights,
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "speculative": self.spec_settings,
@@ -342,9 +343,8 @@ def main(argv: list[str] | None = None) -> None:
     transformers.logging.disable_progress_bar()
     t0 = time.monotonic()
     Handler.engine = Engine(args)
-    placement = weight_placement(Handler.engine.model)
     print(f"hf_server: loaded {args.model.name} on {args.device} as {args.dtype} in "
-          f"{time.monotonic() - t0:.1f} s; weights {placement}", flush=True)  # fmt: skip
+          f"{time.monotonic() - t0:.1f} s; weights {Handler.engine.weights}", flush=True)  # fmt: skip
     # Bound only once the model is loaded: /health answering means ready.
     server = HTTPServer((LOOPBACK, args.port), Handler)
     print(f"hf_server: listening on {LOOPBACK}:{args.port}", flush=True)

@@ -273,11 +273,15 @@ def shot_windows(shots: pd.DataFrame) -> pd.DataFrame:
     return windows.sort_values("start")
 
 
+def window_gaps(windows: pd.DataFrame) -> list[float]:
+    """Seconds from the end of each shot window to the start of the next (negative = overlap)."""
+    return list(windows["start"].iloc[1:].to_numpy() - windows["end"].iloc[:-1].to_numpy())
+
+
 def overlapping_windows(windows: pd.DataFrame) -> list[tuple[str, str]]:
     """Pairs of consecutive Slurm jobs (by start) whose measured shot windows overlap."""
     ids = list(windows.index)
-    gaps = windows["start"].iloc[1:].to_numpy() - windows["end"].iloc[:-1].to_numpy()
-    return [(ids[i], ids[i + 1]) for i, gap in enumerate(gaps) if gap <= 0]
+    return [(ids[i], ids[i + 1]) for i, gap in enumerate(window_gaps(windows)) if gap <= 0]
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from tests.slurm_cluster import (
     overlapping_windows,
     shot_windows,
     start_cluster,
+    window_gaps,
 )
 
 
@@ -69,7 +70,7 @@ def check(cluster: SlurmCluster, workdir: Path, summary_dir: Path, rc: int, seco
         "gpus_given": sorted(shots["slurm_gpus"].dropna().unique()),
         "hosts": int(shots["hostname"].nunique()),
         "overlapping_shot_windows": overlapping_windows(windows),
-        "smallest_gap_between_series_s": round(float(_gaps(windows).min()), 3),
+        "smallest_gap_between_series_s": round(float(min(window_gaps(windows))), 3),
         "overlapping_slurm_jobs": overlapping_jobs(measuring),
     }
     summary_dir.mkdir(parents=True, exist_ok=True)
@@ -77,10 +78,6 @@ def check(cluster: SlurmCluster, workdir: Path, summary_dir: Path, rc: int, seco
     pd.DataFrame(jobs).to_csv(summary_dir / "slurm_jobs.csv", index=False)
     windows.round(3).to_csv(summary_dir / "shot_windows.csv")
     return summary
-
-
-def _gaps(windows: pd.DataFrame) -> pd.Series:
-    return pd.Series(windows["start"].iloc[1:].to_numpy() - windows["end"].iloc[:-1].to_numpy())
 
 
 def main(workdir: Path, summary_dir: Path) -> int:

@@ -28,11 +28,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engines.base import ServerSettings, ShotRequest  # noqa: E402
 from engines.hf_server import Engine, TokenTimer, parse_args, weight_placement  # noqa: E402
-from engines.llama_cpp import stream_outcome  # noqa: E402
-from engines.transformers_engine import server_env  # noqa: E402
-from whichshot.process import LOOPBACK, free_port, start_until_ready  # noqa: E402
-from whichshot.sse import post_stream  # noqa: E402
+from engines.transformers_engine import ENGINE  # noqa: E402
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends  # noqa: E402
 
 
@@ -81,22 +79,16 @@ def via_engine(engine: Engine, prompt: list[int], tokens: int, sync: bool) -> fl
 
 
 def via_http(probe: argparse.Namespace, prompt: list[int], tokens: int) -> Callable[[], float]:
-    """A started hf_server (same model, device, dtype) and a function timing one request on it."""
-    port = free_port()
-    argv = [sys.executable, "-m", "engines.hf_server", "--model", str(probe.model), "--port", str(port),
-            "--device", probe.device, "--dtype", probe.dtype, "--threads", probe.threads]  # fmt: skip
+    """hf_server started and asked exactly as a pipeline shot does (the transformers engine's own
+    start() and shot()), and a function timing one request on it."""
+    build = {"device": probe.device, "dtype": probe.dtype}  # all of build.json server_argv reads
+    settings = ServerSettings(threads=int(probe.threads), context_tokens=len(prompt) + tokens + 1,
+                              ready_timeout_s=900)  # fmt: skip
     log = Path(tempfile.mkdtemp(prefix="hf-probe-")) / "hf_server.log"
-    env = server_env(int(probe.threads))
-    process, _ready_s = start_until_ready(argv, log, f"http://{LOOPBACK}:{port}/health", 900, env=env)
-    atexit.register(process.stop)
-    payload = {"prompt": prompt, "n_predict": tokens, "ignore_eos": True, "stream": True}
-
-    def request() -> float:
-        streamed = post_stream(f"http://{LOOPBACK}:{port}/completion", payload, 900, tokens + 2)
-        return _ms_per_token(stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events,
-                                            tokens).engine_timings)  # fmt: skip
-
-    return request
+    server = ENGINE.start(build, probe.model, settings, log)
+    atexit.register(server.stop)
+    request = ShotRequest(prompt_token_ids=prompt, max_output_tokens=tokens, ignore_eos=True, timeout_s=900)
+    return lambda: _ms_per_token(server.shot(request).engine_timings)
 
 
 def _ms_per_token(timings: dict) -> float:

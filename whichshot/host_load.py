@@ -39,6 +39,8 @@ class HostLoad:
 
     def __init__(self, engine_pid: int) -> None:
         self._engine_pid = engine_pid
+        self._engine: psutil.Process | None = None  # set by start()
+        self._harness: psutil.Process | None = None
         self._start: _Snapshot | None = None
 
     def _snapshot(self) -> _Snapshot:
