@@ -7,7 +7,8 @@ one process, so the ratios hold on a noisy machine.
              draft bookkeeping), the events written to memory instead of a socket
   forward    one-token forward passes with the KV cache, no generate() machinery at all
   http       a real hf_server process, one streamed /completion, its engine-reported decode
-  bare+telemetry, http+telemetry   the same while whichshot's telemetry sampler runs, as in a shot
+  bare+T, http+T   the same while whichshot's telemetry sampler runs, as in a shot, with
+             T = telemetry (every backend, as a pipeline shot), nvml-no-gpm, linux (one at a time)
 
     python tools/hf_decode_probe.py MODEL.gguf [--device cuda] [--dtype bfloat16] [--tokens 128]
 
@@ -32,6 +33,8 @@ from engines.base import ServerSettings, ShotRequest  # noqa: E402
 from engines.hf_server import Engine, TokenTimer, parse_args, weight_placement  # noqa: E402
 from engines.transformers_engine import ENGINE  # noqa: E402
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends  # noqa: E402
+from whichshot.telemetry.base import Backend  # noqa: E402
+from whichshot.telemetry.nvml import open_nvml  # noqa: E402
 
 
 def _sync(device: str) -> None:
@@ -131,7 +134,8 @@ def main() -> None:
               "attn": engine.model.config._attn_implementation, "torch": torch.__version__,
               "threads": torch.get_num_threads()}  # fmt: skip
     print(json.dumps(loaded), flush=True)
-    prompt = engine.tokenizer("The history of the printing press " * 64).input_ids[: probe.prompt_tokens]
+    prompt = engine.tokenizer("The history of the printing press " * probe.prompt_tokens).input_ids
+    prompt = prompt[: probe.prompt_tokens]
     ids = torch.tensor([prompt], device=probe.device)
     variants = {
         "bare": lambda: bare(engine, ids, probe.tokens),
@@ -143,15 +147,29 @@ def main() -> None:
     variants["bare"]()  # warm-up: kernels, allocator, caches
     for name, run in variants.items():
         report(name, run)
-    # The pipeline samples telemetry (NVML, GPM, /proc) at 4 Hz during every shot: does that cost?
-    backends, _caveats = open_backends(["auto"])
-    try:
-        with TelemetryRecorder(backends, interval_s=0.25):
-            for name in ("bare", "http"):
-                report(f"{name}+telemetry", variants[name])
-    finally:
-        close_backends(backends)
+    # The pipeline samples telemetry (NVML, GPM, /proc) at 4 Hz during every shot: does that cost,
+    # and which part of it?
+    for label, opener in TELEMETRY_SETS.items():
+        backends = opener()
+        try:
+            with TelemetryRecorder(backends, interval_s=0.25):
+                for name in ("bare", "http"):
+                    report(f"{name}+{label}", variants[name])
+        finally:
+            close_backends(backends)
     print(top_operators(engine, ids, 16))
+
+
+def _nvml_without_gpm() -> list[Backend]:
+    backend, _caveats = open_nvml(0, gpm=False)
+    return [backend] if backend is not None else []
+
+
+TELEMETRY_SETS: dict[str, Callable[[], list[Backend]]] = {
+    "telemetry": lambda: open_backends(["auto"])[0],
+    "nvml-no-gpm": _nvml_without_gpm,
+    "linux": lambda: open_backends(["linux"])[0],
+}
 
 
 def report(name: str, run: Callable[[], float]) -> None:

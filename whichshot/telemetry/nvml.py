@@ -313,8 +313,9 @@ def _open_gpm(handle: Any) -> tuple[GpmSampler | None, list[dict[str, str]]]:
     return gpm, []
 
 
-def open_nvml(index: int = 0) -> tuple[NvmlBackend | None, list[dict[str, str]]]:
-    """Init NVML once and open GPU `index` (NVML order); None plus caveats when impossible."""
+def open_nvml(index: int = 0, gpm: bool = True) -> tuple[NvmlBackend | None, list[dict[str, str]]]:
+    """Init NVML once and open GPU `index` (NVML order); None plus caveats when impossible.
+    gpm=False leaves GPM (DRAM bandwidth, SM utilisation) off: those columns are not measured."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -332,5 +333,10 @@ def open_nvml(index: int = 0) -> tuple[NvmlBackend | None, list[dict[str, str]]]
         pynvml.nvmlShutdown()
         return None, not_readable(NVML_COLUMNS, BACKEND, f"NVML device open failed: {exc}")
     fields, caveats = _probe_fields(handle)
-    gpm, gpm_caveats = _open_gpm(handle)
-    return NvmlBackend(handle, static, fields, gpm), caveats + gpm_caveats
+    if not gpm:
+        reason = "GPM sampling turned off"
+        return NvmlBackend(handle, static, fields, None), caveats + not_readable(
+            tuple(GPM_FIELDS.values()), BACKEND, reason
+        )
+    sampler, gpm_caveats = _open_gpm(handle)
+    return NvmlBackend(handle, static, fields, sampler), caveats + gpm_caveats
