@@ -12,6 +12,11 @@ one process, so the ratios hold on a noisy machine.
 
     python tools/hf_decode_probe.py MODEL.gguf [--device cuda] [--dtype bfloat16] [--tokens 128]
 
+With --first-shots it times instead the first requests of this fresh process, one run each: a
+prompt, the same prompt again, a prompt 37 tokens shorter (new shapes), that one again. A first
+shot slower than the repeat points to one-time or per-shape set-up (kernel plans, module loading);
+--no-cudnn-sdp turns off PyTorch's cuDNN attention backend to test that one suspect.
+
 Prints one JSON line per variant (tok/s of the decode phase, ms per token) and torch's top
 operators for one bare generate() so a per-step cost outside the model shows up by name.
 """
@@ -126,7 +131,11 @@ def main() -> None:
     parser.add_argument("--threads", default="2")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt-tokens", type=int, default=256)
+    parser.add_argument("--first-shots", action="store_true")
+    parser.add_argument("--no-cudnn-sdp", action="store_true")
     probe = parser.parse_args()
+    if probe.no_cudnn_sdp:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     t0 = time.monotonic()
     engine = Engine(parse_args(["--model", str(probe.model), "--port", "0", "--device", probe.device,
                                 "--dtype", probe.dtype, "--threads", probe.threads]))  # fmt: skip
@@ -136,6 +145,9 @@ def main() -> None:
     print(json.dumps(loaded), flush=True)
     prompt = engine.tokenizer("The history of the printing press " * probe.prompt_tokens).input_ids
     prompt = prompt[: probe.prompt_tokens]
+    if probe.first_shots:
+        first_shots(engine, prompt, probe.tokens)
+        return
     ids = torch.tensor([prompt], device=probe.device)
     variants = {
         "bare": lambda: bare(engine, ids, probe.tokens),
@@ -158,6 +170,18 @@ def main() -> None:
         finally:
             close_backends(backends)
     print(top_operators(engine, ids, 16))
+
+
+def first_shots(engine: Engine, prompt: list[int], tokens: int) -> None:
+    sync = engine.device.startswith("cuda")
+    shorter = prompt[:-37]
+    for label, shot_prompt in (("first", prompt), ("repeat", prompt), ("new-length", shorter),
+                               ("new-length-repeat", shorter)):  # fmt: skip
+        t0 = time.monotonic()
+        seconds = via_engine(engine, shot_prompt, tokens, sync)
+        print(json.dumps({"shot": label, "prompt_tokens": len(shot_prompt), "ms_per_token":
+                          round(seconds * 1000, 2), "shot_s": round(time.monotonic() - t0, 2),
+                          "cudnn_sdp": torch.backends.cuda.cudnn_sdp_enabled()}), flush=True)  # fmt: skip
 
 
 def _nvml_without_gpm() -> list[Backend]:
