@@ -291,9 +291,11 @@ def _probe_fields(handle: Any) -> tuple[tuple[str, ...], list[dict[str, str]]]:
     return tuple(readable), caveats
 
 
-def _open_gpm(handle: Any) -> tuple[GpmSampler | None, list[dict[str, str]]]:
-    """A GPM sampler if this GPU supports GPM and a first sample works, else caveats."""
+def _open_gpm(handle: Any, wanted: bool = True) -> tuple[GpmSampler | None, list[dict[str, str]]]:
+    """A GPM sampler if wanted, this GPU supports GPM and a first sample works, else caveats."""
     columns = tuple(GPM_FIELDS.values())
+    if not wanted:
+        return None, not_readable(columns, BACKEND, "GPM sampling turned off")
     try:
         support = pynvml.nvmlGpmQueryDeviceSupport(handle)
     except (pynvml.NVMLError, AttributeError) as exc:
@@ -333,10 +335,5 @@ def open_nvml(index: int = 0, gpm: bool = True) -> tuple[NvmlBackend | None, lis
         pynvml.nvmlShutdown()
         return None, not_readable(NVML_COLUMNS, BACKEND, f"NVML device open failed: {exc}")
     fields, caveats = _probe_fields(handle)
-    if not gpm:
-        reason = "GPM sampling turned off"
-        return NvmlBackend(handle, static, fields, None), caveats + not_readable(
-            tuple(GPM_FIELDS.values()), BACKEND, reason
-        )
-    sampler, gpm_caveats = _open_gpm(handle)
+    sampler, gpm_caveats = _open_gpm(handle, wanted=gpm)
     return NvmlBackend(handle, static, fields, sampler), caveats + gpm_caveats
