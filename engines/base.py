@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from whichshot.process import EngineProcess
+from whichshot.measure.process import EngineProcess
 
 
 @dataclass(frozen=True)

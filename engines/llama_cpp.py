@@ -16,14 +16,14 @@ import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
 from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
-from whichshot import pypi
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
-from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.sse import MalformedStream, post_stream
+from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.measure.sse import MalformedStream, post_stream
+from whichshot.prepare import pypi
 
 BINARIES = ("llama-server", "llama-bench")
 BASE_CMAKE_FLAGS = (
@@ -238,13 +238,52 @@ def build_identity(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# ggml's x86 instruction-set options and the /proc/cpuinfo flags that must all be present for each.
+X86_FEATURES = (
+    ("GGML_SSE42", ("sse4_2",)),
+    ("GGML_F16C", ("f16c",)),
+    ("GGML_FMA", ("fma",)),
+    ("GGML_BMI2", ("bmi2",)),
+    ("GGML_AVX", ("avx",)),
+    ("GGML_AVX2", ("avx2",)),
+    ("GGML_AVX_VNNI", ("avx_vnni",)),
+    ("GGML_AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
+    ("GGML_AVX512_VBMI", ("avx512vbmi",)),
+    ("GGML_AVX512_VNNI", ("avx512_vnni",)),
+    ("GGML_AVX512_BF16", ("avx512_bf16",)),
+)
+# AMX stays off: on this project's CPU machines (Sapphire Rapids in a VM) ggml's AMX matmul
+# crashed llama-server with SIGSEGV in its warm-up run (ggml_backend_amx_mul_mat).
+X86_OFF = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+
+
+def cpu_arch_flags(cpu_flags: set[str] | None = None) -> list[str]:
+    """On x86: GGML_NATIVE off and each instruction set this CPU reports named on or off (what
+    -march=native would pick, less AMX), so the build id says what the binaries use."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    flags = cpu_flags if cpu_flags is not None else _proc_cpu_flags()
+    on = [f"-D{option}={'ON' if set(needs) <= flags else 'OFF'}" for option, needs in X86_FEATURES]
+    return ["-DGGML_NATIVE=OFF", *on, *(f"-D{option}=OFF" for option in X86_OFF)]
+
+
+def _proc_cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
 def cmake_flags(spec: dict[str, Any]) -> list[str]:
-    """CMake flags: the fixed set, the backend's, the build number, then config extras."""
-    flags = [*BASE_CMAKE_FLAGS, *BACKEND_CMAKE_FLAGS[spec["backend"]]]
+    """CMake flags: the fixed set, the CPU's instruction sets, the backend's, the build number,
+    then config extras."""
+    flags = [*BASE_CMAKE_FLAGS, *cpu_arch_flags(), *BACKEND_CMAKE_FLAGS[spec["backend"]]]
     flags.append(f"-DLLAMA_BUILD_NUMBER={spec['source']['build_number']}")
     # The sdist has no .git: without this, binaries would report commit "unknown".
     flags.append(f"-DLLAMA_BUILD_COMMIT={spec['source']['vendored_commit']}")
-    return flags + list(spec.get("cmake_extra_flags", []))
+    return flags + list(spec["cmake_extra_flags"])
 
 
 def _cached_build(home: Path) -> dict[str, Any] | None:

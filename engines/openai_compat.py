@@ -9,7 +9,7 @@ argument list in config, measured through its streaming /v1/completions or /v1/c
 - Output token ids are the server's where it sends them, else the output text re-tokenized by the
   server after the shot (outside the timed window).
 - Speculative counters come from the server's Prometheus /metrics before and after each shot
-  (whichshot.prom_metrics): process-wide deltas, stored per shot.
+  (whichshot.measure.prom_metrics): process-wide deltas, stored per shot.
 - Tokenizer endpoints differ between servers: `tokenizer_api` picks llama-server's or vLLM's.
 """
 
@@ -24,15 +24,12 @@ import requests
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
-from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
-from whichshot.prom_metrics import counter_deltas, parse_prometheus
-from whichshot.sse import MalformedStream, post_stream
+from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.measure.prom_metrics import counter_deltas, parse_prometheus
+from whichshot.measure.sse import MalformedStream, post_stream
 
 SERVER_KEYS = ("argv", "env", "ready_path", "api", "prompt_format", "tokenizer_api", "model_name",
                "request_extra", "metrics_path")  # fmt: skip
-DEFAULTS = {"env": {}, "ready_path": "/health", "api": "completions", "prompt_format": "token_ids",
-            "tokenizer_api": "llama_server", "model_name": None, "request_extra": {},
-            "metrics_path": "/metrics"}  # fmt: skip
 
 
 class OpenAICompat:
@@ -41,7 +38,8 @@ class OpenAICompat:
     kind = "openai"
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
-        server = {key: spec.get(key, DEFAULTS.get(key)) for key in SERVER_KEYS}
+        # Defaults come from the config schema; model_name alone has none (first of /v1/models).
+        server = {key: spec.get(key) for key in SERVER_KEYS}
         binary = _resolve_binary(server["argv"][0])
         identity = {"engine": "openai", "server": server, "binary_sha256": sha256_file(binary)}
         return {

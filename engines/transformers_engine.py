@@ -19,8 +19,8 @@ from engines.llama_cpp import stream_outcome
 from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
-from whichshot.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.sse import post_stream
+from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.measure.sse import post_stream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_MODULE = "engines.hf_server"
@@ -76,7 +76,7 @@ def build_identity(spec: dict[str, Any]) -> dict[str, Any]:
                 f"engine transformers: {name} {installed[name]} is installed but the config pins "
                 f"{pinned} (pip install {name}=={pinned})"
             )
-    device = _device(spec.get("device", "auto"), torch)
+    device = _device(spec["device"], torch)
     return {
         "engine": "transformers",
         **installed,
@@ -85,8 +85,8 @@ def build_identity(spec: dict[str, Any]) -> dict[str, Any]:
         "device": device,
         "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model(),
         "torch_cuda": torch.version.cuda,
-        "dtype": spec.get("dtype", "float32"),
-        "threads": spec.get("threads", 2),
+        "dtype": spec["dtype"],
+        "threads": spec["threads"],
         "machine": platform.machine(),
     }
 

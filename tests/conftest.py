@@ -3,7 +3,7 @@ import os
 import pytest
 
 from engines import load_engine
-from tests.pipeline import engine_processes, load_config, run_pipeline
+from tests.pipeline import engine_processes, filled_config, load_config, run_pipeline
 from whichshot.cache import cache_root
 
 
@@ -16,7 +16,7 @@ def engine_built(request):
     """
     if not any(item.get_closest_marker("e2e") for item in request.session.items):
         return
-    spec = load_config("smoke")["engines"]["llama_cpp"]
+    spec = filled_config("smoke")["engines"]["llama_cpp"]
     load_engine(spec["kind"]).build(spec, cache_root(None), os.cpu_count() or 1)
 
 

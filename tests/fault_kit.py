@@ -10,14 +10,14 @@ import psutil
 
 from engines import load_engine
 from engines.base import Engine, ServerSettings
-from tests.pipeline import load_config
+from tests.pipeline import filled_config
 from whichshot.cache import cache_root
-from whichshot.grid import Job
 from whichshot.host import host_identity
-from whichshot.models import fetch_model
-from whichshot.protocol import JobContext, ShotTelemetry
+from whichshot.measure.grid import Job
+from whichshot.measure.protocol import JobContext, ShotTelemetry
+from whichshot.prepare.models import fetch_model
 
-SMOKE = load_config("smoke")
+SMOKE = filled_config("smoke")
 ENGINE, MODEL = "llama_cpp", "smollm2_135m"
 # One thread: the faults do not depend on speed, and the CI machine has two cores to share.
 THREADS = 1

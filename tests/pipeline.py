@@ -10,12 +10,19 @@ from typing import Any
 import psutil
 import yaml
 
+from whichshot.config import with_defaults
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = Path(__file__).resolve().parent / "configs"
 
 
 def load_config(name: str) -> dict[str, Any]:
     return yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+
+
+def filled_config(name: str) -> dict[str, Any]:
+    """A test config with the schema's defaults filled in, as the pipeline hands it to the library."""
+    return with_defaults(load_config(name))
 
 
 def run_pipeline(

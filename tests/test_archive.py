@@ -8,8 +8,8 @@ import yaml
 from rocrate.rocrate import ROCrate
 
 from tests.report_run import KEPT_VARIABLE, SECRET_VARIABLE, finished_report_run
-from whichshot.archive import MANIFEST, verify_manifest
-from whichshot.run_environment import relevant_variables
+from whichshot.archive.bundle import MANIFEST, verify_manifest
+from whichshot.archive.run_environment import relevant_variables
 
 pytestmark = pytest.mark.e2e
 

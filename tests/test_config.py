@@ -66,3 +66,30 @@ def test_model_needs_exactly_one_source():
     config["models"]["smollm2_135m"]["path"] = "/tmp/x.gguf"
     with pytest.raises(WhichshotError, match="exactly one of 'packages' or 'path'"):
         check_config(config)
+
+
+def test_the_schema_fills_every_default_once_also_inside_named_maps():
+    from whichshot.config import with_defaults
+
+    raw = {
+        "run_id": "x",
+        "engines": {"e": {"kind": "openai", "argv": ["srv", "--host", "{host}"]}},
+        "models": {"m": {"path": "/m.gguf", "sha256": "0" * 64}},
+        "prompts": {"lengths": [64]},
+        "protocol": {},
+    }
+    filled = with_defaults(raw)
+    assert raw["protocol"] == {}  # the caller's config is not changed
+    assert filled["protocol"]["warm_fraction"] == 0.7 and filled["protocol"]["rests_s"] == [0]
+    assert filled["engines"]["e"]["ready_path"] == "/health"  # a per-kind default, in a named map
+    assert filled["engines"]["e"]["metrics_path"] == "/metrics" and "model_name" not in filled["engines"]["e"]
+    assert filled["models"]["m"]["measure"] is True
+    assert filled["workloads"]["names"] == [] and filled["spec_modes"] == {"none": {}}
+
+
+def test_shot_columns_marked_as_axes_are_the_grids_axes():
+    from whichshot.measure.grid import AXES
+    from whichshot.tables import record_schema
+
+    marked = [n for n, p in record_schema("shots")["properties"].items() if p.get("x-axis")]
+    assert set(marked) == set(AXES)

@@ -5,7 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline import load_config, run_pipeline
-from whichshot.figures import KINDS
+from whichshot.figures.provenance import KINDS
+from whichshot.tables import record_schema
 
 pytestmark = pytest.mark.e2e
 
@@ -60,14 +61,15 @@ def test_greedy_output_is_identical_across_processes(shots):
 
 def test_parquet_carries_schema_version(smoke_run):
     metadata = pq.read_schema(smoke_run["workdir"] / "results" / "shots.parquet").metadata
-    assert metadata[b"schema_version"] == b"1"
+    assert metadata[b"schema_version"] == str(record_schema("shots")["x-schema-version"]).encode()
 
 
 def test_figures_have_a_provenance_kind(smoke_run):
     figures = pd.read_parquet(smoke_run["workdir"] / "results" / "figures.parquet")
     assert set(figures["kind"]) <= set(KINDS)
     assert figures["figure_id"].is_unique
-    assert {"cold", "warm", "llama-bench"} <= set(figures["protocol"])
+    assert {"cold", "warm"} <= set(figures["protocol"].dropna())
+    assert {"bench_pp_tok_s", "bench_tg_tok_s", "prefill_vs_llama_bench_ratio"} <= set(figures["metric"])
     html = (smoke_run["workdir"] / "results" / "report" / "index.html").read_text()
     for figure_id in figures["figure_id"]:
         assert f'data-figure-id="{figure_id}"' in html

@@ -79,7 +79,7 @@ def test_workload_figures_exist(workload_run):
     assert {
         "speedup_vs_none",
         "acceptance_rate",
-        "draft_mean_len",
+        "engine_draft_mean_len",
         "copy_fraction",
         "lossless_share",
     } <= metrics

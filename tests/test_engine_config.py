@@ -5,9 +5,9 @@ import copy
 import pytest
 
 from tests.pipeline import load_config
-from whichshot.config import check_config
+from whichshot.config import check_config, with_defaults
 from whichshot.errors import WhichshotError
-from whichshot.grid import expand_workload_jobs
+from whichshot.measure.grid import expand_workload_jobs
 
 TRANSFORMERS = {"kind": "transformers", "versions": {"torch": "2.13.0", "transformers": "5.24.0"}}
 OPENAI = {"kind": "openai", "argv": ["llama-server", "--host", "{host}", "--port", "{port}", "-m", "{model}"]}
@@ -73,7 +73,7 @@ def test_transformers_mode_is_prompt_lookup_or_assistant():
 
 
 def test_grid_skips_modes_an_engine_kind_has_no_settings_for():
-    jobs = expand_workload_jobs(config_with(hf=TRANSFORMERS))
+    jobs = expand_workload_jobs(with_defaults(config_with(hf=TRANSFORMERS)))
     modes = {(job.engine, job.spec_mode) for job in jobs}
     assert modes == {("llama_cpp", "none"), ("llama_cpp", "ngram"), ("hf", "none"), ("hf", "lookup")}
 
@@ -81,5 +81,5 @@ def test_grid_skips_modes_an_engine_kind_has_no_settings_for():
 def test_older_top_level_llama_mode_still_applies_to_llama_cpp_only():
     config = config_with(hf=TRANSFORMERS)
     config["spec_modes"]["ngram"] = {"type": "ngram-simple"}
-    modes = {(job.engine, job.spec_mode) for job in expand_workload_jobs(config)}
+    modes = {(job.engine, job.spec_mode) for job in expand_workload_jobs(with_defaults(config))}
     assert ("llama_cpp", "ngram") in modes and ("hf", "ngram") not in modes

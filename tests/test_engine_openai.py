@@ -8,12 +8,14 @@ import pytest
 from engines import load_engine
 from engines.base import ServerSettings
 from engines.openai_compat import chunks_outcome, substitute
-from tests.pipeline import load_config
+from tests.fault_kit import real_engine
+from tests.pipeline import filled_config
 from whichshot.atomic import JsonlJournal
 from whichshot.cache import cache_root
-from whichshot.grid import Job
-from whichshot.protocol import JobContext, run_job
-from whichshot.sse import MalformedStream
+from whichshot.config import with_defaults
+from whichshot.measure.grid import Job
+from whichshot.measure.protocol import JobContext, run_job
+from whichshot.measure.sse import MalformedStream
 
 OUTPUT_TOKENS = 12
 REPEATED = "The quick brown fox jumps over the lazy dog while the cat sleeps. " * 12
@@ -21,25 +23,23 @@ REPEATED = "The quick brown fox jumps over the lazy dog while the cat sleeps. " 
 
 @pytest.fixture(scope="module")
 def llama_server_binary() -> str:
-    smoke = load_config("smoke")
+    smoke = filled_config("smoke")
     build = load_engine("llama_cpp").build(smoke["engines"]["llama_cpp"], cache_root(""), 2)
     return build["binaries"]["llama-server"]["path"]
 
 
 @pytest.fixture(scope="module")
 def model_path() -> Path:
-    sha = load_config("smoke")["models"]["smollm2_135m"]["sha256"]
-    path = cache_root("") / "models" / f"{sha}.gguf"
-    if not path.exists():
-        pytest.skip("SmolLM2 is not in the cache yet (the smoke pipeline run fetches it)")
-    return path
+    return real_engine().model_path  # fetched here if no earlier test or run has
 
 
 def openai_spec(binary: str) -> dict:
     argv = [binary, "--model", "{model}", "--host", "{host}", "--port", "{port}", "--threads", "{threads}",
             "--ctx-size", "{context_tokens}", "--parallel", "1", "--no-webui", "--metrics",
             "--no-cache-prompt"]  # fmt: skip
-    return {"kind": "openai", "argv": argv, "threads": 2}
+    return with_defaults({"engines": {"openai": {"kind": "openai", "argv": argv, "threads": 2}}})["engines"][
+        "openai"
+    ]
 
 
 @pytest.fixture(scope="module")

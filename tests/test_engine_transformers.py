@@ -112,11 +112,15 @@ def test_prompt_lookup_counts_drafts_and_is_checked_against_no_draft(cross_run):
 @pytest.mark.e2e
 def test_side_by_side_figures_and_cross_engine_caveats(cross_run):
     figures, caveats = cross_run["figures"], cross_run["caveats"]
-    side = figures[figures["metric"] == "xengine_decode_tok_s"]
-    assert set(side["engine"]) == {"llama_cpp", "transformers"}
-    assert side["value"].notna().all()
     ratios = figures[figures["metric"] == "xengine_decode_ratio"]
     assert not ratios.empty and (ratios["value"] > 0).all()
+    assert set(ratios["engine"]) == {"transformers"}  # each other engine against the first, llama_cpp
+    by_id = figures.set_index("figure_id")
+    for row in ratios.to_dict("records"):  # arithmetic on the two cells' own decode figures
+        inputs = by_id.loc[list(row["input_figure_ids"])]
+        assert list(inputs["engine"]) == ["transformers", "llama_cpp"]
+        assert (inputs["metric"] == "decode_tok_s").all()
+        assert row["value"] == pytest.approx(inputs["value"].iloc[0] / inputs["value"].iloc[1])
     fired = set(caveats["caveat_id"])
     assert {"cross_engine_kernels", "dequantised_weights", "spec_mode_engine_specific"} <= fired
 

@@ -60,3 +60,33 @@ def test_bad_cmake_flag_fails_at_configure_with_cmakes_reason(scratch_cache):
     assert "no-such-compiler" in message and "\n" not in message
     assert _leftovers(scratch_cache) == []  # no build.json, no binaries, scratch tree removed
     assert time.monotonic() - started < 120
+
+
+def test_x86_builds_name_each_instruction_set_and_leave_amx_off():
+    from engines.llama_cpp import cpu_arch_flags
+
+    sapphire_rapids = {
+        "sse4_2",
+        "f16c",
+        "fma",
+        "bmi2",
+        "avx",
+        "avx2",
+        "avx512f",
+        "avx512cd",
+        "avx512vl",
+        "avx512dq",
+        "avx512bw",
+        "avx512_vnni",
+        "amx_tile",
+        "amx_int8",
+        "amx_bf16",
+    }
+    flags = cpu_arch_flags(sapphire_rapids)
+    if not flags:
+        return  # not an x86 machine: ggml's native detection is used as it is
+    assert flags[0] == "-DGGML_NATIVE=OFF"
+    assert "-DGGML_AVX512=ON" in flags and "-DGGML_AVX512_VNNI=ON" in flags
+    assert "-DGGML_AVX512_BF16=OFF" in flags  # not in this CPU's list
+    assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(flags)
+    assert "-DGGML_AVX=OFF" in cpu_arch_flags({"sse4_2"})

@@ -10,7 +10,7 @@ import pytest
 from tests.fault_kit import child_processes, job_context, warm_job
 from whichshot.atomic import JsonlJournal
 from whichshot.errors import WhichshotError
-from whichshot.protocol import run_job
+from whichshot.measure.protocol import run_job
 
 pytestmark = pytest.mark.e2e
 

@@ -23,12 +23,12 @@ from tests.fault_kit import (
 )
 from whichshot.atomic import JsonlJournal
 from whichshot.errors import ChecksumMismatch, EngineNotReady, WhichshotError
-from whichshot.grid import Job
 from whichshot.hashing import sha256_file
-from whichshot.models import fetch_model, gguf_metadata
-from whichshot.process import LOOPBACK
-from whichshot.protocol import run_job
-from whichshot.sse import EngineRefused
+from whichshot.measure.grid import Job
+from whichshot.measure.process import LOOPBACK
+from whichshot.measure.protocol import run_job
+from whichshot.measure.sse import EngineRefused
+from whichshot.prepare.models import fetch_model, gguf_metadata
 from whichshot.tables import record_schema, validate_records, write_table
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ import requests
 from engines.llama_cpp import LlamaServer
 from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
 from whichshot.atomic import JsonlJournal
-from whichshot.process import LOOPBACK, EngineProcess, free_port, http_ok
-from whichshot.protocol import run_job
+from whichshot.measure.process import LOOPBACK, EngineProcess, free_port, http_ok
+from whichshot.measure.protocol import run_job
 
 FAKE = Path(__file__).resolve().parent / "fake_engine_http.py"
 NO_MODEL = {"sha256": "0" * 64, "metadata": {"file_type": None}}  # the stand-in loads no model

@@ -11,8 +11,8 @@ import pytest
 from engines.base import ServerSettings
 from engines.llama_cpp import cmake_flags, server_argv, speculative_args
 from tests.pipeline import REPO
-from whichshot.environment import redact_environment
-from whichshot.process import LOOPBACK
+from whichshot.archive.environment import redact_environment
+from whichshot.measure.process import LOOPBACK
 
 PYTHON_SOURCES = sorted(
     p

@@ -9,9 +9,8 @@ import pytest
 
 from tests.fault_kit import child_processes, job_context, warm_job
 from whichshot import telemetry
-from whichshot.figure_table import compute_figures
-from whichshot.series import run_series_with_telemetry
-from whichshot.stats import WarmRule
+from whichshot.figures.table import compute_figures
+from whichshot.measure.series import run_series_with_telemetry
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
 from whichshot.telemetry.linux import open_linux
 
@@ -71,7 +70,10 @@ def test_sensor_vanishing_mid_run_is_a_recorded_gap_and_a_caveat(tmp_path, monke
     validate_records(shots, schema)
     write_table(shots, schema, tmp_path / "shots.parquet")
     table = pd.read_parquet(tmp_path / "shots.parquet")
-    _figures, caveats = compute_figures(table, [], WarmRule(0.7))
-    gap = next(c for c in caveats if c.caveat_id == "telemetry_gap")
-    assert gap.sentence.startswith("A sensor stopped answering mid-run: 2 shot(s)")
-    assert "linux.cpu_temp_c" in gap.sentence
+    figures, caveats = compute_figures(table, [], 0.7)
+    gap = next(c for c in caveats if c["caveat_id"] == "telemetry_gap")
+    assert gap["sentence"].startswith("A sensor stopped answering mid-run: 2 shot(s)")
+    assert "linux.cpu_temp_c" in gap["sentence"]
+    # it reaches the cell's telemetry figures (the CPU clock), not its speeds
+    touched = {f.metric for f in figures if f.figure_id in gap["figure_ids"]}
+    assert "cpu_freq_median_mhz" in touched and "decode_tok_s" not in touched

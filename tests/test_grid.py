@@ -4,18 +4,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from whichshot.config import check_config
+from whichshot.config import check_config, with_defaults
 from whichshot.errors import WhichshotError
-from whichshot.grid import expand_jobs, expand_workload_jobs, job_by_id
+from whichshot.measure.grid import expand_jobs, expand_workload_jobs, job_by_id
 
 
 def _config(**protocol):
-    return {
-        "engines": {"e1": {}},
-        "models": {"m1": {}, "m2": {}},
-        "prompts": {"lengths": [128, 512]},
-        "protocol": {"cold_processes": 3, "warm_shots": 6, "rests_s": [0, 3], "repeats": 2, **protocol},
-    }
+    return with_defaults(
+        {
+            "engines": {"e1": {"kind": "llama_cpp"}},
+            "models": {"m1": {}, "m2": {}},
+            "prompts": {"lengths": [128, 512]},
+            "protocol": {"cold_processes": 3, "warm_shots": 6, "rests_s": [0, 3], "repeats": 2, **protocol},
+        }
+    )
 
 
 def test_grid_is_the_full_product():
@@ -58,13 +60,15 @@ def test_protocol_switched_off_drops_its_jobs():
 
 
 def _workload_config(**workloads):
-    return {
-        "engines": {"e": {}},
-        "models": {"big": {}, "small": {}, "draft": {"measure": False}},
-        "protocol": {"cold_processes": 3, "warm_shots": 6, "rests_s": [0, 15]},
-        "workloads": {"names": ["verbatim_recall", "explain"], "text_kinds": ["real"], **workloads},
-        "spec_modes": {"none": {}, "ngram": {"type": "ngram-mod"}},
-    }
+    return with_defaults(
+        {
+            "engines": {"e": {"kind": "llama_cpp"}},
+            "models": {"big": {}, "small": {}, "draft": {"measure": False}},
+            "protocol": {"cold_processes": 3, "warm_shots": 6, "rests_s": [0, 15]},
+            "workloads": {"names": ["verbatim_recall", "explain"], "text_kinds": ["real"], **workloads},
+            "spec_modes": {"none": {}, "ngram": {"type": "ngram-mod"}},
+        }
+    )
 
 
 def test_workload_series_take_their_own_lengths_and_models():

@@ -5,11 +5,10 @@ import subprocess
 import sys
 import time
 
-import pandas as pd
-
-from whichshot.caveats import Evidence, host_busy
-from whichshot.figures import Figure
-from whichshot.host_load import BUSY_CORES, HostLoad
+from tests.shot_tables import cell, series, table
+from whichshot.figures.constants import BUSY_CORES
+from whichshot.figures.table import compute_figures
+from whichshot.measure.host_load import HostLoad
 
 SPIN = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass"
 
@@ -49,18 +48,14 @@ def test_an_engine_that_is_gone_gives_not_measured():
     assert load.stop() == {"host_foreign_cpu_s": None, "host_foreign_cores": None}
 
 
-def _evidence(cores: list[float | None]) -> Evidence:
-    shots = pd.DataFrame({"shot_id": [f"s{i}" for i in range(len(cores))], "status": "ok",
-                          "host_foreign_cores": cores})  # fmt: skip
-    figure = Figure(figure_id="e/m/x/decode_tok_s", value=1.0, unit="tok/s", kind="derived", formula="f",
-                    engine="e", model="m", prompt_tokens=None, protocol="warm", metric="decode_tok_s",
-                    shot_ids=["s1"])  # fmt: skip
-    return Evidence(shots=shots, figures=[figure])
-
-
-def test_host_busy_fires_only_above_the_threshold_and_names_the_figures():
-    assert host_busy(_evidence([0.0, BUSY_CORES, None])) is None
-    caveat = host_busy(_evidence([0.0, 1.3, None]))
-    assert caveat is not None and caveat.figure_ids == ["e/m/x/decode_tok_s"]
-    assert "1 shot(s)" in caveat.sentence and "1.30 cores in s1" in caveat.sentence
-    assert host_busy(Evidence(shots=pd.DataFrame({"status": ["ok"]}), figures=[])) is None  # older runs
+def test_host_busy_fires_only_above_the_threshold_and_reaches_the_figures_of_those_shots():
+    rows = series(cell(), [{"host_foreign_cores": c} for c in (0.0, 0.1, BUSY_CORES, 1.3)])
+    figures, caveats = compute_figures(table(rows), [], 0.7)
+    busy = next(c for c in caveats if c["caveat_id"] == "host_busy")
+    assert busy["shot_ids"] == [rows[3]["shot_id"]]
+    assert "1 shot(s)" in busy["sentence"] and f"1.30 cores in {rows[3]['shot_id']}" in busy["sentence"]
+    by_metric = {f.metric: f for f in figures if f.shot_index is None and f.axes.get("protocol") == "warm"}
+    assert by_metric["decode_tok_s"].figure_id in busy["figure_ids"]  # the warm rule used shot 4
+    quiet = series(cell(), [{"host_foreign_cores": c} for c in (0.0, BUSY_CORES)])
+    _figures, caveats = compute_figures(table(quiet), [], 0.7)
+    assert "host_busy" not in {c["caveat_id"] for c in caveats}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from whichshot.quality import copy_fraction, first_divergence, needle_found, rename_applied
+from whichshot.measure.quality import copy_fraction, first_divergence, needle_found, rename_applied
 
 PROMPT = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 

@@ -32,8 +32,9 @@ def tables(tmp_path_factory) -> dict:
     shots = pd.read_parquet(run / "shots.parquet")
     shots["output_text"] = f"def f():\n    return 1\n{ATTACK} | `x` [y](z)"
     caveats = pd.read_parquet(run / "caveats.parquet")
-    caveats.loc[len(caveats)] = {"caveat_id": "failed_shots", "sentence": f"engine said {ATTACK} | `x`",
-                                 "figure_ids": []}  # fmt: skip
+    planted = {"caveat_id": "failed_shots", "sentence": f"engine said {ATTACK} | `x`", "figure_ids": []}
+    caveats.loc[len(caveats)] = {**dict.fromkeys(caveats.columns), "shot_ids": [], "source_ids": [],
+                                 "columns": [], "across": "", **planted}  # fmt: skip
     runs = load_runs(sorted(run.glob("engines/*/build.json")), sorted(run.glob("models/*.json")))
     return {"shots": shots, "caveats": caveats, "figures": pd.read_parquet(run / "figures.parquet"),
             "runs": runs}  # fmt: skip
@@ -50,7 +51,7 @@ def test_model_output_is_escaped_in_the_html(tables):
 
 
 def test_summary_keeps_model_output_out_and_escapes_the_rest(tables):
-    summary = render_summary(tables["figures"], tables["caveats"], tables["shots"], "t")
+    summary = render_summary(tables["figures"], tables["caveats"], "t")
     assert "return 1" not in summary
     assert ATTACK not in summary and "<script" not in summary
     assert "engine said &lt;script&gt;alert(1)&lt;/script&gt; \\| \\`x\\`" in summary

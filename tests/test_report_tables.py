@@ -1,80 +1,81 @@
-"""The report's table layout on hand-made figure rows: nothing dropped, seed 002's row order."""
+"""The report's table layout on figures computed from hand-made shots: nothing dropped, rows are cells
+read from the axis columns, seed 002's row order, engines side by side."""
 
 import pandas as pd
 
+from tests.shot_tables import cell, series, table
+from whichshot.figures.table import compute_figures
 from whichshot.report.format import format_bare, format_lossless, format_value
 from whichshot.report.tables import build_tables
-from whichshot.which_shot import index_ranges
 
 
-def figure(figure_id: str, metric: str, **fields) -> dict:
-    row = {"figure_id": figure_id, "value": 1.5, "unit": "tok/s", "kind": "derived", "formula": "f",
-           "engine": "eng", "model": "m", "prompt_tokens": 64.0, "protocol": "warm", "metric": metric,
-           "shot_ids": ["s1"], "shot_indices": "shots 2-3", "rest_s": 0.0, "series_label": "eng.m.p64.warm",
-           "note": "", "timed_by": "whichshot client", "caveat_ids": [], "workload": "continue_text",
-           "text_kind": "real", "spec_mode": "none", "source": "1 shot(s)",
-           "which_shot": "warm; timed by x"}  # fmt: skip
-    row.update(fields)
-    return row
+def figure_table(*parts, bench=None) -> pd.DataFrame:
+    figures, _caveats = compute_figures(table(*parts), bench or [], 0.7)
+    return pd.DataFrame([f.as_row() for f in figures])
 
 
-def workload_rows() -> list[dict]:
-    rows = []
-    for mode in ("ngram_mod", "none"):
-        label = f"eng.m.recall-real.warm-rest0s.ctx1024.{mode}"
-        common = {"workload": "recall", "spec_mode": mode, "series_label": label}
-        rows.append(figure(f"{label}/decode_tok_s", "decode_tok_s", **common))
-        if mode != "none":
-            rows.append(figure(f"{label}/speedup_vs_none", "speedup_vs_none", unit="ratio", **common))
-    return rows
+def recall(engine: str, mode: str, protocol: str = "cold") -> dict:
+    return cell(engine=engine, workload="verbatim_recall", prompt_tokens_requested=384, spec_mode=mode,
+                protocol=protocol)  # fmt: skip
 
 
-def test_every_figure_lands_in_a_table_and_unknown_metrics_are_kept():
-    ratio = "client_vs_engine_decode_ratio"
-    rows = [figure("eng/m/p64/warm/decode_tok_s", "decode_tok_s"),
-            figure(f"eng/m/all/{ratio}", ratio, protocol="all"),
-            figure("eng/m/x/novel_metric", "novel_metric", kind="inferred"),
-            figure("eng/m/x/xengine_decode_ratio", "xengine_decode_ratio"),
-            *workload_rows()]  # fmt: skip
-    tables = build_tables(pd.DataFrame(rows))
-    assert tables.shown_ids == {r["figure_id"] for r in rows}
-    other = next(s for s in tables.sections if s.key == "other")
-    assert [r["metric"] for r in other.rows] == ["novel_metric"]
-    assert [r["metric"] for r in tables.inferred] == ["novel_metric"]
-    assert [list(r["cells"]) for r in tables.engines.rows] == [[("eng", "xengine_decode_ratio")]]
-    assert len(tables.headline) == 1 and tables.headline[0]["which_shot"] == "warm · shots 2-3 · 0 s rest"
+def test_every_figure_lands_in_a_table():
+    clocks = {"sm_clock_median_mhz": 1800.0, "sm_clock_min_mhz": 1790.0, "thermal_throttle_seen": False}
+    bench = [
+        {
+            "engine": "eng",
+            "model": "m",
+            "rows": [
+                {
+                    "test": "pp",
+                    "n_prompt": 64,
+                    "n_gen": 0,
+                    "avg_tok_s": 600.0,
+                    "std_tok_s": 1.0,
+                    "repetitions": 3,
+                }
+            ],
+        }
+    ]
+    figures = figure_table(
+        series(cell(protocol="cold"), [clocks] * 2), series(cell(), [clocks] * 6),
+        series(recall("eng", "none"), [{"recall_exact": True}]),
+        series(recall("eng", "ngram"), [{"recall_exact": False, "lossless_vs_none": True}]),
+        bench=bench,
+    )  # fmt: skip
+    tables = build_tables(figures)
+    assert tables.shown_ids == set(figures["figure_id"])
+    assert not next((s for s in tables.sections if s.key == "other"), None)  # every metric has its table
+    assert tables.run is not None and tables.run["value"] == 10
+    assert [r["protocol"] for r in tables.headline] == ["cold", "warm"]
+    assert tables.headline[1]["which_shot"] == "warm · shots 3-6 · 0 s rest"
+    assert tables.series.indices == [1, 2, 3, 4, 5, 6]
+    assert {r["metric"] for r in tables.inferred} >= {"prefill_tok_s_clock_predicted"}
 
 
 def test_workload_rows_put_the_no_draft_mode_first_and_group_cells():
-    tables = build_tables(pd.DataFrame(workload_rows()))
-    assert [r["spec_mode"] for r in tables.workloads] == ["none", "ngram_mod"]
-    assert [r["group_start"] for r in tables.workloads] == [True, False]
-    assert "speedup_vs_none" in tables.workloads[1]["cells"]
-
-
-def engine_rows() -> list[dict]:
-    """Two engines on one workload: each ran no drafting and its own mode (llama: ngram, hf: lookup)."""
-    rows = []
-    for engine, mode in (("llama", "none"), ("llama", "ngram"), ("hf", "none"), ("hf", "lookup")):
-        label = f"{engine}.m.recall-real.cold.ctx1024.{mode}"
-        common = {"engine": engine, "workload": "recall", "spec_mode": mode, "series_label": label,
-                  "protocol": "cold"}  # fmt: skip
-        rows.append(figure(f"{label}/xengine_decode_tok_s", "xengine_decode_tok_s", **common))
-        if engine == "hf" and mode == "none":
-            rows.append(figure(f"{label}/xengine_decode_ratio", "xengine_decode_ratio", unit="ratio",
-                               note="vs llama", **common))  # fmt: skip
-    return rows
+    figures = figure_table(
+        series(recall("eng", "ngram_mod"), [{}]), series(recall("eng", "none"), [{}]),
+        series(recall("eng", "ngram_mod", "warm"), [{}, {}]), series(recall("eng", "none", "warm"), [{}, {}]),
+    )  # fmt: skip
+    rows = build_tables(figures).workloads
+    assert [(r["protocol"], r["spec_mode"]) for r in rows] == [
+        ("cold", "none"), ("cold", "ngram_mod"), ("warm", "none"), ("warm", "ngram_mod")]  # fmt: skip
+    assert [r["group_start"] for r in rows] == [True, False, True, False]
+    assert "speedup_vs_none" in rows[1]["cells"] and "speedup_vs_none" not in rows[0]["cells"]
 
 
 def test_engine_table_sets_engines_side_by_side_per_mode():
-    table = build_tables(pd.DataFrame(engine_rows())).engines
+    figures = figure_table(
+        series(recall("llama", "none"), [{}]), series(recall("llama", "ngram"), [{}]),
+        series(recall("hf", "none"), [{}]), series(recall("hf", "lookup"), [{}]),
+    )  # fmt: skip
+    table = build_tables(figures).engines
     assert table.engines == ["llama", "hf"] and table.reference == "llama" and table.others == ["hf"]
-    assert [r["spec_mode"] for r in table.rows] == ["none", "lookup", "ngram"]  # no drafting first
-    assert [r["group_start"] for r in table.rows] == [True, False, False]
+    assert [r["spec_mode"] for r in table.rows] == ["none", "ngram", "lookup"]  # no drafting first
     none = table.rows[0]["cells"]
-    assert set(none) == {("llama", "xengine_decode_tok_s"), ("hf", "xengine_decode_tok_s"),
-                         ("hf", "xengine_decode_ratio")}  # fmt: skip
-    assert set(table.rows[1]["cells"]) == {("hf", "xengine_decode_tok_s")}  # llama has no lookup mode
+    assert {("llama", "decode_tok_s"), ("hf", "decode_tok_s"), ("hf", "xengine_decode_ratio")} <= set(none)
+    assert ("llama", "decode_tok_s") not in table.rows[2]["cells"]  # llama has no lookup mode
 
 
 def test_formats():
@@ -83,6 +84,6 @@ def test_formats():
     assert format_value({"value": None, "unit": "tok/s"}) == "not measured"
     assert format_bare({"value": 0.0163, "unit": "ratio"}) == "0.016"
     assert format_bare({"value": 1.404, "unit": "ratio"}) == "1.40"
+    assert format_bare({"value": 6.0, "unit": "shots"}) == "6"
     lossless = {"value": 1 / 3, "shot_ids": ["a", "b", "c"], "note": "first diverging token 12 in a"}
     assert format_lossless(lossless) == "1/3 identical; diverges at token 12"
-    assert index_ranges([5, 1, 2, 3]) == "1-3, 5"

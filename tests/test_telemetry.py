@@ -526,7 +526,8 @@ def test_samples_around_reaches_out_to_counter_readings() -> None:
 
 
 def _gpu_samples() -> list[dict]:
-    """Samples every 0.25 s from t=0 to t=2; energy rises 100 J per sample."""
+    """Samples every 0.25 s from t=0 to t=2; the energy counter rises by the power over each interval
+    (NVML's power reading itself is a trailing average, so the two part where the power jumps)."""
     clocks = [1980, 1980, 1890, 1755, 1500, 1785, 1890, 1980, 1980]
     powers = [350.0, 420.0, 690.0, 695.0, 700.0, 698.0, 690.0, 500.0, 400.0]
     reasons = [
@@ -549,7 +550,7 @@ def _gpu_samples() -> list[dict]:
             gpu_sm_clock_mhz=clock,
             gpu_mem_clock_mhz=3201,
             gpu_power_w=power,
-            gpu_energy_j=10_000.0 + 100.0 * i,
+            gpu_energy_j=10_000.0 + 0.25 * sum(powers[:i]),
             gpu_temp_c=55 + i,
             gpu_throttle_reasons=reason,
             cpu_freq_mhz=2445.406,
@@ -567,10 +568,11 @@ def test_summary_of_a_long_shot() -> None:
     assert summary["sm_clock_min_mhz"] == 1500
     assert summary["mem_clock_median_mhz"] == 3201
     assert summary["gpu_power_median_w"] == 695.0
-    assert summary["gpu_power_reliable"] is True
-    # energy from t=0.25 (10100 J) to t=1.75 (10700 J)
-    assert summary["gpu_energy_j"] == pytest.approx(600.0)
-    assert summary["energy_j_per_token"] == pytest.approx(15.0)
+    # energy from t=0.25 to t=1.75: 0.25 s × (420 + 690 + 695 + 700 + 698 + 690) W
+    assert summary["gpu_energy_j"] == pytest.approx(973.25)
+    assert summary["gpu_energy_power_w"] == pytest.approx(973.25 / 1.3)
+    assert summary["energy_j_per_token"] == pytest.approx(973.25 / 40)
+    assert summary["gpu_power_reliable"] is True  # 695 W is within 15 % of the counter's 749 W
     assert summary["gpu_temp_max_c"] == 61
     assert summary["throttle_reasons_seen"] == "sw_power_cap|hw_slowdown|sw_thermal_slowdown"
     assert summary["thermal_throttle_seen"] is True
@@ -580,12 +582,13 @@ def test_summary_of_a_long_shot() -> None:
         assert summary[not_measured] is None
 
 
-def test_summary_of_a_sub_second_shot_flags_power() -> None:
+def test_a_power_median_that_disagrees_with_the_energy_counter_is_unreliable() -> None:
     summary = summarize_shot(_gpu_samples(), t_start_s=0.3, t_end_s=0.6, output_tokens=3)
     assert summary["telemetry_samples"] == 1
     assert summary["gpu_power_median_w"] == 690.0
-    assert summary["gpu_power_reliable"] is False
-    assert summary["gpu_energy_j"] == pytest.approx(200.0)  # t=0.25 -> t=0.75
+    assert summary["gpu_energy_j"] == pytest.approx(0.25 * (420 + 690))  # t=0.25 -> t=0.75
+    assert summary["gpu_energy_power_w"] == pytest.approx(277.5 / 0.3)
+    assert summary["gpu_power_reliable"] is False  # 690 W is 0.75 of the counter's 925 W
     assert summary["throttle_reasons_seen"] == "sw_power_cap"
     assert summary["thermal_throttle_seen"] is False
 
@@ -597,6 +600,7 @@ def test_summary_without_samples_or_brackets_is_none_not_zero() -> None:
     assert {k for k, v in empty.items() if v is not None} == {
         "telemetry_samples",
         "gpu_energy_j",
+        "gpu_energy_power_w",
         "energy_j_per_token",
     }
     nothing = summarize_shot([], t_start_s=0.0, t_end_s=1.0, output_tokens=5)

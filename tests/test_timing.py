@@ -1,6 +1,6 @@
 import pytest
 
-from whichshot.timing import client_timings, token_arrival_times
+from whichshot.measure.timing import client_timings, token_arrival_times
 
 
 def test_arrival_times_expand_multi_token_events():

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from whichshot.filler import synthetic_filler
-from whichshot.quality import needle_found, rename_applied
-from whichshot.workloads import (
+from whichshot.measure.quality import needle_found, rename_applied
+from whichshot.prepare.filler import synthetic_filler
+from whichshot.prepare.workloads import (
     BEGIN_MARKER,
     END_MARKER,
     edit_file,

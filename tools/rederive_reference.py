@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from whichshot.figure_table import write_figures_from_files  # noqa: E402
+from whichshot.figures.table import write_figures_from_files  # noqa: E402
 from whichshot.report.render import write_report_from_files  # noqa: E402
 
 WARM_FRACTION = 0.7

@@ -1,5 +1,10 @@
-"""Config validation with one readable line per problem, and defaults from the schema."""
+"""Config validation with one readable line per problem, and defaults from the schema.
 
+The schema is the one place a config default is written: `with_defaults` fills every default it
+declares (also inside per-name maps such as engines.<name>), so no Python code repeats one.
+"""
+
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -8,13 +13,33 @@ import yaml
 
 from whichshot.engine_config import check_engines, check_spec_modes
 from whichshot.errors import WhichshotError
+from whichshot.tables import record_schema
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+
+def load_schema() -> dict[str, Any]:
+    """The config JSON schema (whichshot/schemas/config.schema.yaml)."""
+    return record_schema("config")
 
 
-def load_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
-    """The config JSON schema (YAML on disk)."""
-    return yaml.safe_load(path.read_text())
+def _fill_defaults(validator, properties, instance, schema):
+    if isinstance(instance, dict):
+        for name, subschema in properties.items():
+            if "default" in subschema:
+                instance.setdefault(name, copy.deepcopy(subschema["default"]))
+    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
+        validator, properties, instance, schema
+    )
+
+
+_DefaultFiller = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": _fill_defaults})
+
+
+def with_defaults(config: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of a valid config with every default of the schema filled in."""
+    filled = copy.deepcopy(config)
+    for _error in _DefaultFiller(schema or load_schema()).iter_errors(filled):
+        pass  # check_config reports problems; this pass only fills
+    return filled
 
 
 def config_problems(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
@@ -24,17 +49,21 @@ def config_problems(config: dict[str, Any], schema: dict[str, Any]) -> list[str]
     return [f"{_field_path(e)}: {_problem(e)}" for e in errors]
 
 
-def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -> None:
-    """Raise WhichshotError naming the first bad field; then the semantic checks."""
-    problems = config_problems(config, schema or load_schema())
+def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Raise WhichshotError naming the first bad field; then the semantic checks. Returns the
+    config with the schema's defaults filled in."""
+    schema = schema or load_schema()
+    problems = config_problems(config, schema)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise WhichshotError(f"invalid config: {problems[0]}{more}")
+    config = with_defaults(config, schema)
     _check_grid_not_empty(config)
     _check_synthetic_donors(config)
     _check_draft_models(config)
     _check_workload_models(config)
-    _check_prompts_fit_context(config, schema or load_schema())
+    _check_prompts_fit_context(config)
+    return config
 
 
 def check_config_file(path: str | Path) -> None:
@@ -64,10 +93,9 @@ def _check_unique_keys(node: yaml.Node | None, where: list[str], file_name: str)
         _check_unique_keys(value, [*where, name], file_name)
 
 
-def _check_prompts_fit_context(config: dict[str, Any], schema: dict[str, Any]) -> None:
+def _check_prompts_fit_context(config: dict[str, Any]) -> None:
     """Every prompt plus its output must fit every context window it is run with."""
-    defaults = {k: v.get("default") for k, v in schema["properties"]["protocol"]["properties"].items()}
-    protocol = {**defaults, **config.get("protocol", {})}
+    protocol = config["protocol"]
     need = max(config["prompts"]["lengths"]) + protocol["output_tokens"]
     if need > min(protocol["context_tokens"]):
         raise WhichshotError(
@@ -78,9 +106,9 @@ def _check_prompts_fit_context(config: dict[str, Any], schema: dict[str, Any]) -
 
 
 def _check_workload_models(config: dict[str, Any]) -> None:
-    models = config.get("models", {})
-    for name in config.get("workloads", {}).get("models", []):
-        if name not in models or not models[name].get("measure", True):
+    models = config["models"]
+    for name in config["workloads"]["models"]:
+        if name not in models or not models[name]["measure"]:
             raise WhichshotError(
                 f"invalid config: workloads.models: {name!r} is not a measured model in models"
             )
@@ -93,7 +121,7 @@ def _check_draft_models(config: dict[str, Any]) -> None:
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:
-    for name, spec in config.get("models", {}).items():
+    for name, spec in config["models"].items():
         donor = spec.get("synthetic", {}).get("donor")
         if donor is not None and ("synthetic" in config["models"].get(donor, {"synthetic": 1})):
             raise WhichshotError(
@@ -102,8 +130,8 @@ def _check_synthetic_donors(config: dict[str, Any]) -> None:
 
 
 def _check_grid_not_empty(config: dict[str, Any]) -> None:
-    protocol = config.get("protocol", {})
-    if protocol.get("cold_processes", 3) == 0 and protocol.get("warm_shots", 6) == 0:
+    protocol = config["protocol"]
+    if protocol["cold_processes"] == 0 and protocol["warm_shots"] == 0:
         raise WhichshotError(
             "invalid config: protocol: cold_processes and warm_shots are both 0, the grid is empty"
         )

@@ -1,6 +1,9 @@
-"""Parquet tables whose columns and types come from the JSON schemas in workflow/schemas."""
+"""Parquet tables whose columns and types come from the JSON schemas in whichshot/schemas
+(workflow/schemas links there, the snakemake-workflows place for them)."""
 
 import json
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +15,15 @@ import yaml
 
 from whichshot.errors import WhichshotError
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "workflow" / "schemas"
 _SCALARS = {"integer": pa.int64(), "number": pa.float64(), "string": pa.string(),
             "boolean": pa.bool_()}  # fmt: skip
 
 
+@cache
 def record_schema(name: str) -> dict[str, Any]:
-    """A record schema, e.g. 'shots' -> workflow/schemas/shots.schema.yaml."""
-    return yaml.safe_load((SCHEMA_DIR / f"{name}.schema.yaml").read_text())
+    """A schema shipped with the package, e.g. 'shots' -> whichshot/schemas/shots.schema.yaml (read
+    once; callers must not change it)."""
+    return yaml.safe_load(resources.files("whichshot.schemas").joinpath(f"{name}.schema.yaml").read_text())
 
 
 def arrow_schema(schema: dict[str, Any]) -> pa.Schema:

@@ -44,11 +44,16 @@ def format_value(figure: dict[str, Any]) -> str:
     return f"{format_number(value)} {unit}".strip()
 
 
+COUNT_UNITS = ("shots", "samples", "tokens")
+
+
 def format_bare(figure: dict[str, Any]) -> str:
     """The value without its unit (the column header names it)."""
     value, unit = figure.get("value"), figure.get("unit", "")
     if _missing(value):
         return NOT_MEASURED
+    if unit in COUNT_UNITS and float(value).is_integer():
+        return f"{value:,.0f}"
     if unit == "fraction":
         return f"{value * 100:.0f}"
     if unit == "ratio":  # two decimals, or two significant digits for a ratio far below 1

@@ -1,11 +1,12 @@
-"""Matplotlib figures for the report. Readable in greyscale: every series differs by marker, line
-style or hatch, not only by colour. A plot without data in this run is not drawn; its file then
-holds one line saying so (Snakemake's report needs every declared file)."""
+"""Matplotlib figures for the report, drawn from figures.parquet only (a point a plot needs is a
+figure row first). Readable in greyscale: every series differs by marker, line style or hatch, not
+only by colour. A plot without data in this run is not drawn; its file then holds one line saying so
+(Snakemake's report needs every declared file). Captions live once, in captions/<name>.rst."""
 
 import io
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import matplotlib
@@ -16,9 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8})
 import pandas as pd  # noqa: E402
 
-from whichshot.crosscheck import CLIENT_ENGINE_TOLERANCE  # noqa: E402
-from whichshot.lossless import NO_DRAFT  # noqa: E402
-from whichshot.power import CLOCK_ONLY_TOLERANCE, cold_sibling_label  # noqa: E402
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT  # noqa: E402
+from whichshot.report.tables import records_of  # noqa: E402
 
 # Okabe-Ito (colour-blind safe); greyscale safety comes from the markers, lines and hatches.
 _COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")
@@ -26,7 +26,7 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _LINES = ("-", "--", ":", "-.")
 _HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")
 _FILLS = ("#404040", "#f0f0f0", "#a0a0a0", "#ffffff", "#707070", "#d0d0d0", "#202020", "#c0c0c0")
-BASE_WORKLOAD = "continue_text"
+CLOCK_COLUMNS = (("sm_clock_median_mhz", "GPU SM clock"), ("cpu_freq_median_mhz", "CPU clock"))
 
 
 @dataclass
@@ -44,27 +44,34 @@ class Plot:
 class PlotSpec:
     name: str
     title: str
-    caption: str
-    draw: Callable[[pd.DataFrame, pd.DataFrame], "plt.Figure | str"]
+    draw: Callable[[pd.DataFrame], "plt.Figure | str"]
+
+    @property
+    def caption(self) -> str:
+        text = resources.files("whichshot.report").joinpath("captions", f"{self.name}.rst").read_text()
+        return " ".join(text.split())
 
 
 def _style(n: int) -> dict:
-    return {"color": _COLOURS[n % len(_COLOURS)], "marker": _MARKERS[n % len(_MARKERS)],
-            "linestyle": _LINES[n % len(_LINES)]}  # fmt: skip
+    return {
+        "color": _COLOURS[n % len(_COLOURS)],
+        "marker": _MARKERS[n % len(_MARKERS)],
+        "linestyle": _LINES[n % len(_LINES)],
+    }
 
 
-def _ok(shots: pd.DataFrame) -> pd.DataFrame:
-    return shots[shots["status"] == "ok"]
+def _frame(figures: pd.DataFrame) -> pd.DataFrame:
+    """Figure rows with plain values (None for missing) and only the ones that have a value."""
+    frame = pd.DataFrame(records_of(figures))
+    return frame[frame["value"].notna()] if len(frame) else frame
 
 
-def _base_shots(shots: pd.DataFrame) -> pd.DataFrame:
-    ok = _ok(shots)
-    return ok[ok["workload"] == BASE_WORKLOAD] if "workload" in ok else ok
+def _per_cell(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    return frame[(frame["metric"] == metric) & frame["shot_index"].isna()]
 
 
-def _workload_shots(shots: pd.DataFrame) -> pd.DataFrame:
-    ok = _ok(shots)
-    return ok[ok["workload"] != BASE_WORKLOAD] if "workload" in ok else ok.iloc[0:0]
+def _constant(frame: pd.DataFrame, metric: str) -> float:
+    return float(frame.loc[frame["metric"] == metric, "value"].iloc[0])
 
 
 def _modes_in_order(modes) -> list[str]:
@@ -73,24 +80,44 @@ def _modes_in_order(modes) -> list[str]:
     return sorted(seen, key=lambda m: (m != NO_DRAFT, seen.index(m)))
 
 
-def _clock_column(shots: pd.DataFrame) -> tuple[str, str] | None:
-    for column, label in (("sm_clock_median_mhz", "GPU SM clock"), ("cpu_freq_median_mhz", "CPU clock")):
-        if column in shots and shots[column].notna().any():
-            return column, label
-    return None
+def _cell_label(row) -> str:
+    """'model p1024 ctx4096 reverse': the axes that tell a protocol-grid curve from the next."""
+    words = [row["model"]]
+    for axis, prefix in (("prompt_tokens_requested", "p"), ("context_tokens_requested", "ctx")):
+        if not pd.isna(row.get(axis)):
+            words.append(f"{prefix}{int(row[axis])}")
+    if row.get("order") not in (None, "same"):
+        words.append(row["order"])
+    return " ".join(words)
+
+
+def _tolerance_band(axis, tolerance: float, label: str) -> None:
+    """Dashed lines at ±tolerance (a constant read from figures.parquet), in percent."""
+    for sign in (-1, 1):
+        axis.axhline(sign * tolerance * 100, color="#777777", linestyle="--", linewidth=1,
+                     label=label if sign > 0 else None)  # fmt: skip
+
+
+def _legend_below(fig, axes) -> None:
+    handles, labels = axes[-1].get_legend_handles_labels()
+    if handles:
+        fig.legend(
+            handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False
+        )
 
 
 # --- tok/s by shot index, clock on a second axis -------------------------------------------------
 
 
-def tok_s_by_shot_index(shots: pd.DataFrame, figures: pd.DataFrame):
-    ok = _base_shots(shots)
-    if ok.empty:
-        return "no protocol-grid shots in this run"
-    clock = _clock_column(ok)
+def tok_s_by_shot_index(figures: pd.DataFrame):
+    frame = _frame(figures)
+    base = frame[frame["workload"] == BASE_WORKLOAD] if len(frame) else frame
+    if base.empty or base["shot_index"].isna().all() and _per_cell(base, "decode_tok_s").empty:
+        return "no protocol-grid figures in this run"
+    clock = next(((c, name) for c, name in CLOCK_COLUMNS if (base["metric"] == c).any()), None)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), constrained_layout=True)
     for axis, metric, label in ((axes[0], "prefill_tok_s", "prefill"), (axes[1], "decode_tok_s", "decode")):
-        _speed_by_index(axis, ok, metric, clock)
+        _speed_by_index(axis, base, metric, clock)
         axis.set_xlabel("shot index (1 = first shot a process served)")
         axis.set_ylabel(f"{label} speed, client-timed (tok/s)")
         axis.set_title(f"{label.capitalize()} speed by shot index")
@@ -99,36 +126,57 @@ def tok_s_by_shot_index(shots: pd.DataFrame, figures: pd.DataFrame):
     return fig
 
 
-def _speed_by_index(axis, ok: pd.DataFrame, metric: str, clock: tuple[str, str] | None) -> None:
+def _speed_by_index(axis, base: pd.DataFrame, metric: str, clock: tuple[str, str] | None) -> None:
     """One colour and marker per engine/model/length; one line per warm cell (line style per rest)."""
-    colours = {key: n for n, key in enumerate(dict.fromkeys(map(_cell_key, ok.to_dict("records"))))}
+    keys = list(
+        dict.fromkeys(zip(base["engine"], base["model"], base["prompt_tokens_requested"], strict=True))
+    )
     twin = axis.twinx() if clock else None
-    for key, cold in ok[(ok["protocol"] == "cold") & (ok["shot_index"] == 1)].groupby(_CELL, sort=False):
-        style, label = _style(colours[key]), f"{key[1]} p{key[2]} cold (fresh processes)"
-        axis.scatter([0.8] * len(cold), cold[metric], marker=style["marker"], facecolors="none",
-                     edgecolors=style["color"], label=label)  # fmt: skip
-    for m, (_label, warm) in enumerate(ok[ok["protocol"] == "warm"].groupby("series_label", sort=False)):
-        first = warm.iloc[0]
-        style = {**_style(colours[_cell_key(first)]), "linestyle": _LINES[m % len(_LINES)]}
-        label = f"{first['model']} p{first['prompt_tokens']} warm, {first['rest_s']:g} s rest"
-        by_index = warm.groupby("shot_index")[metric].median()
-        axis.plot(by_index.index, by_index.values, **style, label=label)
+    cold = _per_cell(base, metric)
+    for _, row in cold[cold["protocol"] == "cold"].iterrows():
+        style = _style(keys.index((row["engine"], row["model"], row["prompt_tokens_requested"])))
+        axis.scatter(
+            [0.8],
+            [row["value"]],
+            marker=style["marker"],
+            facecolors="none",
+            edgecolors=style["color"],
+            label=f"{_cell_label(row)} cold (fresh processes)",
+        )
+    points = base[(base["metric"] == metric) & base["shot_index"].notna()]
+    for m, (_cell, curve) in enumerate(points.groupby("cell_id", sort=False)):
+        first = curve.iloc[0]
+        style = {
+            **_style(keys.index((first["engine"], first["model"], first["prompt_tokens_requested"]))),
+            "linestyle": _LINES[m % len(_LINES)],
+        }
+        curve = curve.sort_values("shot_index")
+        axis.plot(
+            curve["shot_index"],
+            curve["value"],
+            **style,
+            label=f"{_cell_label(first)} warm, {first['rest_s']:g} s rest",
+        )
         if twin is not None:
-            clocks = warm.groupby("shot_index")[clock[0]].median()
-            twin.plot(clocks.index, clocks.values, color=style["color"], linestyle=":", marker="x",
-                      linewidth=1, alpha=0.7)  # fmt: skip
+            clocks = base[
+                (base["cell_id"] == first["cell_id"])
+                & (base["metric"] == clock[0])
+                & base["shot_index"].notna()
+            ].sort_values("shot_index")
+            twin.plot(
+                clocks["shot_index"],
+                clocks["value"],
+                color=style["color"],
+                linestyle=":",
+                marker="x",
+                linewidth=1,
+                alpha=0.7,
+            )
     if twin is not None:
-        _clock_axis(twin, ok[clock[0]], clock[1])
+        _clock_axis(twin, base.loc[base["metric"] == clock[0], "value"], clock[1])
     else:
         axis.text(0.99, 0.02, "clock not measured", transform=axis.transAxes, ha="right", fontsize=8)
     axis.set_xlim(left=0.5)
-
-
-_CELL = ["engine", "model", "prompt_tokens"]
-
-
-def _cell_key(row) -> tuple:
-    return tuple(row[column] for column in _CELL)
 
 
 def _clock_axis(twin, clocks: pd.Series, name: str) -> None:
@@ -138,82 +186,87 @@ def _clock_axis(twin, clocks: pd.Series, name: str) -> None:
     twin.set_ylabel(f"{name}, median over the shot (MHz; dotted, ×)")
 
 
-def _legend_below(fig, axes) -> None:
-    handles, labels = axes[-1].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8,
-                   frameon=False)  # fmt: skip
-
-
 # --- rest before each warm shot ------------------------------------------------------------------
 
+_ALL_BUT_REST = [
+    "engine",
+    "model",
+    "workload",
+    "text_kind",
+    "prompt_tokens_requested",
+    "precondition_s",
+    "context_tokens_requested",
+    "order",
+    "spec_mode",
+]
 
-_REST = re.compile(r"rest[0-9p]+s")
 
-
-def rest_effect(shots: pd.DataFrame, figures: pd.DataFrame):
-    warm = _rest_cells(figures)
-    if warm.empty or warm.groupby("cell")["rest_s"].nunique().max() < 2:
+def rest_effect(figures: pd.DataFrame):
+    frame = _frame(figures)
+    warm = (
+        frame[(frame["workload"] == BASE_WORKLOAD) & (frame["protocol"] == "warm")] if len(frame) else frame
+    )
+    warm = warm[warm["shot_index"].isna() & warm["metric"].isin(["prefill_tok_s", "decode_tok_s"])]
+    if warm.empty or warm.groupby(_ALL_BUT_REST, dropna=False)["rest_s"].nunique().max() < 2:
         return "only one rest interval in this run (config/full.yaml has the seed's 0/3/15/45 s)"
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     for axis, metric in zip(axes, ("prefill_tok_s", "decode_tok_s"), strict=True):
-        _rest_lines(axis, figures, warm[warm["metric"] == metric])
+        _rest_lines(axis, frame, warm[warm["metric"] == metric], metric)
+        word = metric.split("_")[0]
         axis.set_xlabel("rest before each warm shot (s)")
-        axis.set_ylabel(f"warm {metric.split('_')[0]} speed (tok/s)")
-        axis.set_title(f"Warm {metric.split('_')[0]} speed by rest interval")
+        axis.set_ylabel(f"warm {word} speed (tok/s)")
+        axis.set_title(f"Warm {word} speed by rest interval")
         axis.grid(alpha=0.3)
     _legend_below(fig, axes)
     return fig
 
 
-def _rest_cells(figures: pd.DataFrame) -> pd.DataFrame:
-    """Warm speed figures of the protocol grid, each with its cell label minus the rest."""
-    warm = _base_figures(figures)
-    warm = warm[(warm["protocol"] == "warm") & warm["metric"].isin(["prefill_tok_s", "decode_tok_s"])]
-    return warm.assign(cell=warm["series_label"].str.replace(_REST, "rest*", regex=True))
-
-
-def _rest_lines(axis, figures: pd.DataFrame, cells: pd.DataFrame) -> None:
-    values = figures.set_index("figure_id")["value"]
-    for n, (cell, group) in enumerate(cells.groupby("cell", sort=False)):
+def _rest_lines(axis, frame: pd.DataFrame, warm: pd.DataFrame, metric: str) -> None:
+    cold = _per_cell(frame, metric)
+    cold = cold[cold["protocol"] == "cold"]
+    for n, (_key, group) in enumerate(warm.groupby(_ALL_BUT_REST, sort=False, dropna=False)):
         group = group.sort_values("rest_s")
-        style, label = _style(n), ".".join(cell.split(".")[1:3])
-        axis.plot(group["rest_s"], group["value"], **style, label=f"{label} warm")
-        cold_id = "/".join([*(cold_sibling_label(group["series_label"].iloc[0]) or "").split("."),
-                            group["metric"].iloc[0]])  # fmt: skip
-        if cold_id in values.index:
-            axis.axhline(values[cold_id], color=style["color"], linestyle=":", linewidth=1,
-                         label=f"{label} cold (shot 1, fresh process)")  # fmt: skip
-
-
-def _base_figures(figures: pd.DataFrame) -> pd.DataFrame:
-    if "workload" not in figures:
-        return figures
-    return figures[figures["workload"].isin(["", BASE_WORKLOAD])]
+        first, style = group.iloc[0], _style(n)
+        axis.plot(group["rest_s"], group["value"], **style, label=f"{_cell_label(first)} warm")
+        sibling = cold
+        for column in [c for c in _ALL_BUT_REST if c != "precondition_s"]:
+            sibling = sibling[
+                sibling[column].fillna(-1) == (first[column] if first[column] is not None else -1)
+            ]
+        if len(sibling):
+            axis.axhline(
+                sibling["value"].iloc[0],
+                color=style["color"],
+                linestyle=":",
+                linewidth=1,
+                label=f"{_cell_label(first)} cold (shot 1, fresh process)",
+            )
 
 
 # --- predicted vs measured warm (clock ratio) ----------------------------------------------------
 
 
-def clock_ratio(shots: pd.DataFrame, figures: pd.DataFrame):
-    predicted = figures[figures["metric"].str.endswith("_clock_predicted")]
-    if predicted.empty:
+def clock_ratio(figures: pd.DataFrame):
+    frame = _frame(figures)
+    residuals = frame[frame["metric"].str.endswith("_clock_residual")] if len(frame) else frame
+    if residuals.empty:
         return "no cold/warm pair with clock readings in this run"
-    measured = figures.set_index("figure_id")["value"]
+    values = frame.set_index("figure_id")["value"]
+    tolerance = _constant(frame, "clock_only_tolerance")
     fig, axis = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
-    for n, metric in enumerate(("prefill_tok_s", "decode_tok_s")):
-        rows = predicted[predicted["metric"] == f"{metric}_clock_predicted"]
-        ids = rows["figure_id"].str.replace("_clock_predicted", "_warm_measured")
-        keep = ids.isin(measured.index)
-        xs, ys = rows["value"][keep].to_numpy(), measured[ids[keep]].to_numpy()
-        label = f"{metric.split('_')[0]} (one point per warm cell)"
-        axis.scatter(xs, (ys / xs - 1) * 100, marker=_MARKERS[n], facecolors="none" if n else _COLOURS[0],
-                     edgecolors=_COLOURS[0], label=label)  # fmt: skip
+    for n, speed in enumerate(("prefill_tok_s", "decode_tok_s")):
+        rows = residuals[residuals["metric"] == f"{speed}_clock_residual"]
+        predicted = [values.get(inputs[1]) for inputs in rows["input_figure_ids"]]
+        axis.scatter(
+            predicted,
+            rows["value"] * 100,
+            marker=_MARKERS[n],
+            facecolors="none" if n else _COLOURS[0],
+            edgecolors=_COLOURS[0],
+            label=f"{speed.split('_')[0]} (one point per warm cell)",
+        )
     axis.axhline(0, color="#333333", linewidth=0.8, label="measured = predicted")
-    band = f"±{CLOCK_ONLY_TOLERANCE:.0%}: only the clock changed"
-    for sign in (-1, 1):
-        axis.axhline(sign * CLOCK_ONLY_TOLERANCE * 100, color="#777777", linestyle="--", linewidth=1,
-                     label=band if sign > 0 else None)  # fmt: skip
+    _tolerance_band(axis, tolerance, f"±{tolerance:.0%}: only the clock changed")
     axis.set_xscale("log")
     axis.set_xlabel("predicted warm speed = cold × f_warm / f_cold (tok/s, log scale)")
     axis.set_ylabel("measured warm / predicted − 1 (%)")
@@ -226,22 +279,23 @@ def clock_ratio(shots: pd.DataFrame, figures: pd.DataFrame):
 # --- workloads x speculative modes --------------------------------------------------------------
 
 
-def _workload_figures(figures: pd.DataFrame, metric: str) -> pd.DataFrame:
-    if "workload" not in figures:
-        return figures.iloc[0:0]
-    rows = figures[(figures["metric"] == metric) & ~figures["workload"].isin(["", BASE_WORKLOAD])]
-    return rows[rows["protocol"].isin(["cold", "warm"])]
+def _workload_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    rows = _per_cell(frame, metric)
+    return rows[rows["workload"].notna() & (rows["workload"] != BASE_WORKLOAD)]
 
 
-def workload_modes(shots: pd.DataFrame, figures: pd.DataFrame):
-    speeds = _workload_figures(figures, "decode_tok_s")
+def workload_modes(figures: pd.DataFrame):
+    frame = _frame(figures)
+    speeds = _workload_figures(frame, "decode_tok_s")
     if speeds.empty:
         return "no workload runs in this run (workloads.names is empty)"
-    # One panel per engine and model: two engines must not share one bar.
     panels = list(dict.fromkeys(zip(speeds["engine"], speeds["model"], strict=True)))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.8 * len(panels)), squeeze=False,
-                             constrained_layout=True)  # fmt: skip
-    speedups = _workload_figures(figures, "speedup_vs_none").set_index("series_label")["value"]
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(11, 3.8 * len(panels)), squeeze=False, constrained_layout=True
+    )
+    speedups = _workload_figures(frame, "speedup_vs_none").set_index("cell_id")["value"]
     for axis, (engine, model) in zip(axes[:, 0], panels, strict=True):
         _mode_bars(axis, speeds[(speeds["engine"] == engine) & (speeds["model"] == model)], speedups)
         axis.set_title(f"{engine}, {model}: decode speed by workload and mode (× = speed-up over none)")
@@ -257,38 +311,59 @@ def _mode_bars(axis, speeds: pd.DataFrame, speedups: pd.Series) -> None:
     )
     width = 0.8 / len(modes)
     for m, mode in enumerate(modes):
-        rows = speeds[speeds["spec_mode"] == mode].set_index(["workload", "text_kind", "protocol"])
-        present = [(g, rows.loc[group]) for g, group in enumerate(groups) if group in rows.index]
-        for i, (g, row) in enumerate(present):
+        rows = speeds[speeds["spec_mode"] == mode]
+        for i, row in enumerate(rows.to_dict("records")):
+            g = groups.index((row["workload"], row["text_kind"], row["protocol"]))
             x = g + (m - (len(modes) - 1) / 2) * width
-            axis.bar(x, row["value"], width, color=_FILLS[m % len(_FILLS)], hatch=_HATCHES[m % len(_HATCHES)],
-                     edgecolor="black", linewidth=0.6, label=mode if i == 0 else None)  # fmt: skip
-            if row["series_label"] in speedups.index:
-                axis.text(x, row["value"], f"×{speedups[row['series_label']]:.2f}", ha="center",
-                          va="bottom", fontsize=7)  # fmt: skip
+            axis.bar(
+                x,
+                row["value"],
+                width,
+                color=_FILLS[m % len(_FILLS)],
+                hatch=_HATCHES[m % len(_HATCHES)],
+                edgecolor="black",
+                linewidth=0.6,
+                label=mode if i == 0 else None,
+            )
+            if row["cell_id"] in speedups.index:
+                axis.text(
+                    x, row["value"], f"×{speedups[row['cell_id']]:.2f}", ha="center", va="bottom", fontsize=7
+                )
     axis.set_xticks(range(len(groups)), [f"{w}\n{k} · {p}" for w, k, p in groups], fontsize=8)
     axis.legend(title="speculative mode", fontsize=8, title_fontsize=8)
 
 
-def copy_vs_speedup(shots: pd.DataFrame, figures: pd.DataFrame):
-    speedups = _workload_figures(figures, "speedup_vs_none")
-    copies = _workload_figures(figures, "copy_fraction").set_index("series_label")["value"]
-    speedups = speedups[speedups["series_label"].isin(copies.index)]
+def copy_vs_speedup(figures: pd.DataFrame):
+    frame = _frame(figures)
+    speedups = _workload_figures(frame, "speedup_vs_none")
+    copies = _workload_figures(frame, "copy_fraction").set_index("cell_id")["value"] if len(frame) else {}
+    speedups = speedups[speedups["cell_id"].isin(getattr(copies, "index", []))] if len(speedups) else speedups
     if speedups.empty:
         return "no speculative mode with a no-draft baseline in this run"
     fig, axis = plt.subplots(figsize=(7.5, 5.2), constrained_layout=True)
-    modes = _modes_in_order(speedups["spec_mode"])
-    for n, mode in enumerate(modes):
+    for n, mode in enumerate(_modes_in_order(speedups["spec_mode"])):
         for kind, filled in (("real", True), ("synthetic", False)):
             rows = speedups[(speedups["spec_mode"] == mode) & (speedups["text_kind"] == kind)]
             if rows.empty:
                 continue
-            colour, xs = _COLOURS[n % len(_COLOURS)], copies[rows["series_label"]].to_numpy() * 100
-            axis.scatter(xs, rows["value"], marker=_MARKERS[n % len(_MARKERS)], s=46, edgecolors=colour,
-                         facecolors=colour if filled else "none", label=f"{mode}, {kind} text")  # fmt: skip
-            for x, (_, row) in zip(xs, rows.iterrows(), strict=True):
-                axis.annotate(f"{row['workload']} ({row['protocol']})", (x, row["value"]), fontsize=6,
-                              xytext=(4, 2), textcoords="offset points")  # fmt: skip
+            colour, xs = _COLOURS[n % len(_COLOURS)], copies[rows["cell_id"]].to_numpy() * 100
+            axis.scatter(
+                xs,
+                rows["value"],
+                marker=_MARKERS[n % len(_MARKERS)],
+                s=46,
+                edgecolors=colour,
+                facecolors=colour if filled else "none",
+                label=f"{mode}, {kind} text",
+            )
+            for x, row in zip(xs, rows.to_dict("records"), strict=True):
+                axis.annotate(
+                    f"{row['workload']} ({row['protocol']})",
+                    (x, row["value"]),
+                    fontsize=6,
+                    xytext=(4, 2),
+                    textcoords="offset points",
+                )
     axis.axhline(1.0, color="#555555", linewidth=1, linestyle="--", label="no speed-up")
     axis.set_xlabel("copy fraction of the drafted output (% of output tokens in ≥ k-token prompt spans)")
     axis.set_ylabel("speed-up over no drafting (×, decode tok/s ratio)")
@@ -298,19 +373,26 @@ def copy_vs_speedup(shots: pd.DataFrame, figures: pd.DataFrame):
     return fig
 
 
-def acceptance_real_synthetic(shots: pd.DataFrame, figures: pd.DataFrame):
-    rates = _workload_figures(figures, "acceptance_rate")
+def acceptance_real_synthetic(figures: pd.DataFrame):
+    rates = _workload_figures(_frame(figures), "acceptance_rate")
     if rates.empty:
         return "no drafted tokens in this run"
-    groups = list(dict.fromkeys(zip(rates["model"], rates["workload"], rates["spec_mode"], rates["protocol"],
-                                    strict=True)))  # fmt: skip
+    keys = ["model", "workload", "spec_mode", "protocol"]
+    groups = list(dict.fromkeys(rates[keys].itertuples(index=False, name=None)))
     fig, axis = plt.subplots(figsize=(max(6.0, 1.1 * len(groups) + 2), 4.4), constrained_layout=True)
-    indexed = rates.set_index(["model", "workload", "spec_mode", "protocol", "text_kind"])["value"]
+    indexed = rates.set_index([*keys, "text_kind"])["value"]
     for k, kind in enumerate(("real", "synthetic")):
-        xs = [g + (k - 0.5) * 0.38 for g, group in enumerate(groups) if (*group, kind) in indexed.index]
-        ys = [indexed[(*group, kind)] * 100 for group in groups if (*group, kind) in indexed.index]
-        axis.bar(xs, ys, 0.38, color=_FILLS[k * 2], hatch=_HATCHES[k], edgecolor="black", linewidth=0.6,
-                 label=f"{kind} text")  # fmt: skip
+        present = [(g, group) for g, group in enumerate(groups) if (*group, kind) in indexed.index]
+        axis.bar(
+            [g + (k - 0.5) * 0.38 for g, _ in present],
+            [indexed[(*group, kind)] * 100 for _, group in present],
+            0.38,
+            color=_FILLS[k * 2],
+            hatch=_HATCHES[k],
+            edgecolor="black",
+            linewidth=0.6,
+            label=f"{kind} text",
+        )
     axis.set_xticks(range(len(groups)), [f"{w}\n{m} · {mode} · {p}" for m, w, mode, p in groups], fontsize=7)
     axis.set_ylabel("acceptance (accepted / drafted tokens, %)")
     axis.set_ylim(0, 105)
@@ -320,23 +402,29 @@ def acceptance_real_synthetic(shots: pd.DataFrame, figures: pd.DataFrame):
     return fig
 
 
-def ngram_warm_series(shots: pd.DataFrame, figures: pd.DataFrame):
-    warm = _workload_shots(shots)
-    warm = warm[warm["protocol"] == "warm"]
-    if warm.empty or warm["shot_index"].max() < 2:
+def ngram_warm_series(figures: pd.DataFrame):
+    frame = _frame(figures)
+    points = frame[(frame["metric"] == "decode_tok_s") & frame["shot_index"].notna()] if len(frame) else frame
+    points = (
+        points[points["workload"].notna() & (points["workload"] != BASE_WORKLOAD)] if len(points) else points
+    )
+    if points.empty or points["shot_index"].max() < 2:
         return "no warm workload series in this run"
-    panels = list(dict.fromkeys(zip(warm["model"], warm["workload"], warm["text_kind"], strict=True)))
+    panels = list(dict.fromkeys(zip(points["model"], points["workload"], points["text_kind"], strict=True)))
     columns = min(4, len(panels))
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(2.9 * columns + 0.6, 2.5 * rows + 0.8), squeeze=False,
-                             constrained_layout=True)  # fmt: skip
-    modes = _modes_in_order(warm["spec_mode"])
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(2.9 * columns + 0.6, 2.5 * rows + 0.8), squeeze=False, constrained_layout=True
+    )
+    modes = _modes_in_order(points["spec_mode"])
     for axis, (model, workload, kind) in zip(axes.flat, panels, strict=False):
-        cell = warm[(warm["model"] == model) & (warm["workload"] == workload) & (warm["text_kind"] == kind)]
+        cell = points[
+            (points["model"] == model) & (points["workload"] == workload) & (points["text_kind"] == kind)
+        ]
         for n, mode in enumerate(modes):
-            series = cell[cell["spec_mode"] == mode].groupby("shot_index")["decode_tok_s"].median()
-            if not series.empty:
-                axis.plot(series.index, series.values, **_style(n), label=mode)
+            curve = cell[cell["spec_mode"] == mode].sort_values("shot_index")
+            if not curve.empty:
+                axis.plot(curve["shot_index"], curve["value"], **_style(n), label=mode)
         axis.set_title(f"{model}\n{workload}, {kind} text", fontsize=8)
         axis.set_xlabel("shot index in the process", fontsize=8)
         axis.set_ylabel("decode tok/s", fontsize=8)
@@ -345,79 +433,75 @@ def ngram_warm_series(shots: pd.DataFrame, figures: pd.DataFrame):
     for axis in list(axes.flat)[len(panels) :]:
         axis.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False,
-               title="speculative mode", title_fontsize=8)  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=len(labels),
+        fontsize=8,
+        frameon=False,
+        title="speculative mode",
+        title_fontsize=8,
+    )
     return fig
 
 
-def client_vs_engine(shots: pd.DataFrame, figures: pd.DataFrame):
-    ok = _ok(shots)
+def client_vs_engine(figures: pd.DataFrame):
+    frame = _frame(figures)
     pairs = (
-        ("decode_tok_s", "engine_decode_tok_s", "decode"),
-        ("prefill_tok_s", "engine_prefill_tok_s", "prefill"),
+        ("client_vs_engine_decode_ratio", "engine_decode_tok_s", "decode"),
+        ("client_vs_engine_prefill_ratio", "engine_prefill_tok_s", "prefill"),
     )
-    if ok.dropna(subset=["decode_tok_s", "engine_decode_tok_s"]).empty:
-        return "no shot with both client and engine timings in this run"
+    cells = _per_cell(frame, pairs[0][0]) if len(frame) else frame
+    cells = cells[cells["protocol"].notna()] if len(cells) else cells
+    if cells.empty:
+        return "no cell with both client and engine timings in this run"
+    tolerance = _constant(frame, "client_engine_tolerance")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    for axis, (ours, theirs, label) in zip(axes, pairs, strict=True):
-        both = ok.dropna(subset=[ours, theirs])
+    for axis, (ratio_metric, engine_metric, label) in zip(axes, pairs, strict=True):
+        ratios = _per_cell(frame, ratio_metric)
+        ratios = ratios[ratios["protocol"].notna()]
+        speeds = _per_cell(frame, engine_metric).set_index("cell_id")["value"]
+        ratios = ratios[ratios["cell_id"].isin(speeds.index)]
         for n, protocol in enumerate(("cold", "warm")):
-            rows = both[both["protocol"] == protocol]
-            axis.scatter(rows[theirs], (rows[ours] / rows[theirs] - 1) * 100, marker=_MARKERS[n], s=22,
-                         facecolors="none" if n == 0 else _COLOURS[0], edgecolors=_COLOURS[0],
-                         label=f"{protocol} shots")  # fmt: skip
-        for sign in (-1, 1):
-            axis.axhline(sign * CLIENT_ENGINE_TOLERANCE * 100, color="#777777", linestyle="--", linewidth=1,
-                         label=f"±{CLIENT_ENGINE_TOLERANCE:.0%}" if sign > 0 else None)  # fmt: skip
+            rows = ratios[ratios["protocol"] == protocol]
+            axis.scatter(
+                speeds[rows["cell_id"]],
+                (rows["value"] - 1) * 100,
+                marker=_MARKERS[n],
+                s=22,
+                facecolors="none" if n == 0 else _COLOURS[0],
+                edgecolors=_COLOURS[0],
+                label=f"{protocol} cells",
+            )
+        _tolerance_band(axis, tolerance, f"±{tolerance:.0%}")
         axis.axhline(0, color="#333333", linewidth=0.8)
-        axis.set_xlabel(f"engine-reported {label} speed (tok/s)")
-        axis.set_ylabel(f"client / engine {label} speed − 1 (%)")
-        axis.set_title(f"{label.capitalize()}: our clock vs the engine's, per shot")
+        axis.set_xlabel(f"engine-reported {label} speed, the cell's figure (tok/s)")
+        axis.set_ylabel(f"client / engine {label} speed − 1 (%), median over the cell's shots")
+        axis.set_title(f"{label.capitalize()}: our clock vs the engine's, per cell")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     return fig
 
 
 PLOTS = (
-    PlotSpec("tok_s_by_shot_index", "Speed by shot index, with the clock",
-             "Prefill and decode speed (client-timed) against shot index for the protocol grid; open "
-             "markers left of 1 are cold shots (shot 1 of fresh processes), lines the median per index "
-             "of the warm series; dotted lines with × are the clock on the right axis.",
-             tok_s_by_shot_index),
-    PlotSpec("rest_effect", "Effect of the rest before each warm shot",
-             "Warm-rule figures (decode_tok_s / prefill_tok_s rows of figures.parquet) against the rest "
-             "interval; dotted horizontal lines are the cold figure of the same cell.", rest_effect),
-    PlotSpec("clock_ratio", "Predicted vs measured warm speed (clock ratio)",
-             "Each point is a warm cell: x = cold × f_warm / f_cold (an inferred figure), y = how far the "
-             "measured warm figure lies from it. Inside the dashed band only the clock changed.",
-             clock_ratio),
-    PlotSpec("workload_modes", "Workloads × speculative modes",
-             "Decode speed (the cell's cold or warm figure) per workload, text and protocol; one bar "
-             "per speculative mode (hatch), labelled with its speed-up over no drafting.", workload_modes),
-    PlotSpec("copy_vs_speedup", "Copy fraction vs speed-up",
-             "Each point is a drafted workload cell: how much of its output copies the prompt against "
-             "its speed-up over no drafting; filled markers real text, open markers synthetic filler.",
-             copy_vs_speedup),
-    PlotSpec("acceptance_real_synthetic", "Acceptance on real vs synthetic text",
-             "Accepted / drafted tokens (engine-reported counts) per drafted cell, real text (solid) "
-             "beside synthetic filler (hatched).", acceptance_real_synthetic),
-    PlotSpec("ngram_warm_series", "Drafting state across a warm series",
-             "Decode speed by shot index in the warm workload series, one line per speculative mode: "
-             "n-gram state that persists across requests shows as speed rising shot by shot.",
-             ngram_warm_series),
-    PlotSpec("client_vs_engine", "Client vs engine timing",
-             "Per shot: our client's speed relative to the engine's own timings; the dashed lines are "
-             "the ±1 % tolerance of the client_engine_disagree caveat (prefill: our TTFT also holds "
-             "HTTP and sampling of the first token).", client_vs_engine),
-)  # fmt: skip
+    PlotSpec("tok_s_by_shot_index", "Speed by shot index, with the clock", tok_s_by_shot_index),
+    PlotSpec("rest_effect", "Effect of the rest before each warm shot", rest_effect),
+    PlotSpec("clock_ratio", "Predicted vs measured warm speed (clock ratio)", clock_ratio),
+    PlotSpec("workload_modes", "Workloads × speculative modes", workload_modes),
+    PlotSpec("copy_vs_speedup", "Copy fraction vs speed-up", copy_vs_speedup),
+    PlotSpec("acceptance_real_synthetic", "Acceptance on real vs synthetic text", acceptance_real_synthetic),
+    PlotSpec("ngram_warm_series", "Drafting state across a warm series", ngram_warm_series),
+    PlotSpec("client_vs_engine", "Client vs engine timing", client_vs_engine),
+)
 PLOT_NAMES = tuple(spec.name for spec in PLOTS)
 
 
-def draw_plots(shots: pd.DataFrame, figures: pd.DataFrame, plot_dir: Path) -> list[Plot]:
+def draw_plots(figures: pd.DataFrame, plot_dir: Path) -> list[Plot]:
     """Every plot of the report, each also written to plot_dir/<name>.png."""
     plots = []
     for spec in PLOTS:
-        drawn = spec.draw(shots, figures)
+        drawn = spec.draw(figures)
         if isinstance(drawn, str):
             png, reason = _placeholder(spec.title, drawn), drawn
             plots.append(Plot(spec.name, spec.title, spec.caption, None, reason))

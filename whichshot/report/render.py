@@ -8,7 +8,6 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from whichshot.report.engine_table import PER_ENGINE, VS_REFERENCE
 from whichshot.report.format import (
     KIND_LETTERS,
     KIND_WORDS,
@@ -18,8 +17,17 @@ from whichshot.report.format import (
     format_value,
 )
 from whichshot.report.plots import Plot, draw_plots
-from whichshot.report.summary import render_summary
-from whichshot.report.tables import CHECKS, HEADLINE_COLUMNS, WORKLOAD_COLUMNS, build_tables, check_summary
+from whichshot.report.summary import render_summary, run_wide
+from whichshot.report.tables import (
+    CHECKS,
+    DETAIL_COLUMNS,
+    HEADLINE_COLUMNS,
+    PER_ENGINE,
+    VS_REFERENCE,
+    WORKLOAD_COLUMNS,
+    build_tables,
+    check_summary,
+)
 
 _ENV = Environment(
     loader=PackageLoader("whichshot.report", "templates"),
@@ -41,39 +49,41 @@ def render_report(
 ) -> str:
     """The report's HTML: every number comes from a figures row and carries its id and kind."""
     tables = build_tables(figures)
+    everywhere = run_wide(figures, caveats)
     return _ENV.get_template("index.html.j2").render(
         run_id=run_id,
         run=run_summary(shots),
         tables=tables,
-        headline_columns=HEADLINE_COLUMNS,
-        workload_columns=WORKLOAD_COLUMNS,
-        per_engine=PER_ENGINE,
-        vs_reference=VS_REFERENCE,
-        checks=CHECKS,
+        columns={
+            "headline": HEADLINE_COLUMNS,
+            "workload": WORKLOAD_COLUMNS,
+            "detail": DETAIL_COLUMNS,
+            "per_engine": PER_ENGINE,
+            "vs_reference": VS_REFERENCE,
+            "checks": CHECKS,
+        },
         check_summary=check_summary,
         kinds=KIND_WORDS,
         kind_letters=KIND_LETTERS,
         caveats=caveat_rows(caveats),
-        caveat_numbers={c: n for n, c in enumerate(caveats["caveat_id"], start=1)},
+        caveat_numbers={c: n for n, c in enumerate(caveats["caveat_id"], start=1) if c not in everywhere},
+        run_wide=[c for c in caveats["caveat_id"] if c in everywhere],
         plots=[
             {**p.__dict__, "b64": base64.b64encode(p.png).decode("ascii") if p.png else None} for p in plots
-        ],  # fmt: skip
+        ],
         runs=runs,
         samples=output_samples(shots),
+        sample_chars=SAMPLE_CHARS,
     )
 
 
 def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
-    """Where and when the run happened, from the shots themselves."""
+    """Where and when the run happened, from the shots' identity columns (no figures here)."""
     first = shots.iloc[0] if len(shots) else pd.Series(dtype=object)
     starts = shots["wall_start_utc"].dropna().sort_values() if "wall_start_utc" in shots else pd.Series()
     return {
-        "n_shots": len(shots),
-        "n_failed": int((shots["status"] != "ok").sum()),
-        "n_series": shots["job_id"].nunique() if "job_id" in shots else 0,
         "hosts": sorted(shots["hostname"].dropna().unique()) if "hostname" in shots else [],
         "cpu": first.get("cpu_model"),
-        "cpu_count": first.get("cpu_count"),
         "os": first.get("os"),
         "started": starts.iloc[0][:19] if len(starts) else None,
         "ended": starts.iloc[-1][:19] if len(starts) else None,
@@ -92,8 +102,10 @@ def output_samples(shots: pd.DataFrame) -> list[dict[str, Any]]:
     """The first shot's output of each engine and model: untrusted text, escaped by the template."""
     ok = shots[(shots["status"] == "ok") & (shots["series_position"] == 1)]
     firsts = ok.sort_values("shot_id").groupby(["engine", "model"], sort=True).head(1)
-    return [{"shot_id": r["shot_id"], "model": r["model"], "text": (r["output_text"] or "")[:SAMPLE_CHARS]}
-            for r in firsts.to_dict("records")]  # fmt: skip
+    return [
+        {"shot_id": r["shot_id"], "model": r["model"], "text": (r["output_text"] or "")[:SAMPLE_CHARS]}
+        for r in firsts.to_dict("records")
+    ]
 
 
 def write_text(text: str, path: Path) -> None:
@@ -115,7 +127,7 @@ def write_report_from_files(paths: dict[str, Any], report_dir: Path, run_id: str
     shots = pd.read_parquet(paths["shots"])
     figures = pd.read_parquet(paths["figures"])
     caveats = pd.read_parquet(paths["caveats"])
-    plots = draw_plots(shots, figures, report_dir)
+    plots = draw_plots(figures, report_dir)
     runs = load_runs(paths["builds"], paths["models"])
     write_text(render_report(figures, caveats, shots, runs, plots, run_id), report_dir / "index.html")
-    write_text(render_summary(figures, caveats, shots, run_id), report_dir / "summary.md")
+    write_text(render_summary(figures, caveats, run_id), report_dir / "summary.md")

@@ -8,9 +8,17 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.report.engine_table import PER_ENGINE, VS_REFERENCE, EngineTable
 from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, format_value
-from whichshot.report.tables import CHECKS, HEADLINE_COLUMNS, WORKLOAD_COLUMNS, build_tables, check_summary
+from whichshot.report.tables import (
+    CHECKS,
+    HEADLINE_COLUMNS,
+    PER_ENGINE,
+    VS_REFERENCE,
+    WORKLOAD_COLUMNS,
+    EngineTable,
+    build_tables,
+    check_summary,
+)
 
 # Underscores inside words and '#' inside a line are inert in GitHub Markdown; these are not.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*|\[\]<>])")
@@ -23,12 +31,10 @@ def md(text: Any) -> str:
     return " ".join(escaped.split())
 
 
-def _cell(
-    figure: dict[str, Any] | None, caveat_numbers: dict[str, int], missing: str = "not measured"
-) -> str:
+def _cell(figure: dict[str, Any] | None, numbers: dict[str, int], missing: str = "not measured") -> str:
     if figure is None:
         return missing
-    refs = "".join(f" [{caveat_numbers[c]}]" for c in figure["caveat_ids"] if c in caveat_numbers)
+    refs = "".join(f" [{numbers[c]}]" for c in figure["caveat_ids"] if c in numbers)
     return f"{md(format_bare(figure))} {KIND_LETTERS[figure['kind']]}{refs}"
 
 
@@ -38,10 +44,16 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    header = ["engine", "model", "prompt tokens", "which shot"]
+    header = ["engine", "model", "prompt tokens", "series", "which shot"]
     header += [md(f"{title} ({unit})") for _m, title, unit in HEADLINE_COLUMNS]
     body = [
-        [md(r["engine"]), md(r["model"]), md(r["prompt_tokens"]), md(r["which_shot"])]
+        [
+            md(r["engine"]),
+            md(r["model"]),
+            md(r["prompt_tokens_requested"]),
+            md(r["series"]),
+            md(r["which_shot"]),
+        ]
         + [_cell(r["cells"].get(metric), numbers) for metric, *_ in HEADLINE_COLUMNS]
         for r in rows
     ]
@@ -49,24 +61,19 @@ def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
 
 
 def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
+    shown = [c for c in WORKLOAD_COLUMNS if c[0] != "lossless_share"]
     header = ["engine", "model", "workload", "text", "protocol", "speculative mode"]
-    header += [
-        md(f"{title} ({unit})") for metric, title, unit in WORKLOAD_COLUMNS if metric != "lossless_share"
-    ]
+    header += [md(f"{title} ({unit})") for _metric, title, unit in shown]
     header += ["lossless vs none", "checks (shots passing)", "which shot"]
     body = []
     for r in rows:
-        cells = [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in WORKLOAD_COLUMNS[:-1]]
+        cells = [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in shown]
         lossless = r["cells"].get("lossless_share")
         checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
+        head = [md(r[a]) for a in ("engine", "model", "workload", "text_kind", "protocol", "spec_mode")]
         body.append(
             [
-                md(r["engine"]),
-                md(r["model"]),
-                md(r["workload"]),
-                md(r["text_kind"]),
-                md(r["protocol"]),
-                md(r["spec_mode"]),
+                *head,
                 *cells,
                 md(format_lossless(lossless)) if lossless else "—",
                 md(checks) or "—",
@@ -77,7 +84,7 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
 
 
 def engine_side_by_side(table: EngineTable, numbers: dict[str, int]) -> list[str]:
-    header = ["model", "case", "protocol", "speculative mode"]
+    header = ["model", "workload", "text", "protocol", "speculative mode"]
     header += [md(f"{title} ({unit}), {e}") for e in table.engines for _m, title, unit in PER_ENGINE]
     header += [
         md(f"{e}: {title} {table.reference} ({unit})")
@@ -88,41 +95,75 @@ def engine_side_by_side(table: EngineTable, numbers: dict[str, int]) -> list[str
     for r in table.rows:
         cells = [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.engines for m, *_ in PER_ENGINE]
         cells += [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.others for m, *_ in VS_REFERENCE]
-        head = [md(r["model"]), md(r["case"]), md(f"{r['protocol']} {r['ctx']}"), md(r["spec_mode"])]
+        head = [
+            md(r["model"]),
+            md(r["workload"]),
+            md(r["text_kind"]),
+            md(r["which_shot"]),
+            md(r["spec_mode"]),
+        ]
         body.append(head + cells)
     return _table(header, body)
 
 
-def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, shots: pd.DataFrame, run_id: str) -> str:
+def run_wide(figures: pd.DataFrame, caveats: pd.DataFrame) -> set[str]:
+    """Caveats attached to every figure that cites a shot: said once at the top, not in each cell."""
+    citing = set(figures.loc[figures["shot_ids"].map(len) > 0, "figure_id"])
+    return {c["caveat_id"] for c in caveats.to_dict("records") if citing and citing <= set(c["figure_ids"])}
+
+
+def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str) -> str:
     """The Markdown summary of one run."""
     tables = build_tables(figures)
-    numbers = {c: n for n, c in enumerate(caveats["caveat_id"], start=1)}
-    ok = int((shots["status"] == "ok").sum())
+    everywhere = run_wide(figures, caveats)
+    all_numbers = {c: n for n, c in enumerate(caveats["caveat_id"], start=1)}
+    numbers = {c: n for c, n in all_numbers.items() if c not in everywhere}
+    run = tables.run
+    counted = f"{format_bare(run)} of {len(run['shot_ids'])} shots ok. " if run else ""
+    wide = ", ".join(f"[{all_numbers[c]}]" for c in all_numbers if c in everywhere)
     lines = [
         f"# whichshot summary: {md(run_id)}",
         "",
-        f"{ok} of {len(shots)} shots ok. Kinds: " + ", ".join(f"{v} = {k}" for k, v in KIND_LETTERS.items())
-        + ". [n] = caveat n below. Every number is a row of results/figures.parquet.",
+        counted
+        + "Kinds: "
+        + ", ".join(f"{v} = {k}" for k, v in KIND_LETTERS.items())
+        + ". [n] = caveat n below"
+        + (f"; {wide} apply to every figure and are not repeated in the cells" if wide else "")
+        + ". Every number is a row of results/figures.parquet.",
         "",
-    ]  # fmt: skip
+    ]
     if tables.headline:
         lines += ["## Cold and warm", "", *headline_table(tables.headline, numbers), ""]
     if tables.workloads:
         checks = "; ".join(f"{name} = {meaning}" for _m, name, meaning in CHECKS)
-        lines += ["## Workloads × speculative modes", "", *workload_table(tables.workloads, numbers), "",
-                  f"— = does not apply. Checks: {md(checks)}.", ""]  # fmt: skip
+        lines += [
+            "## Workloads × speculative modes",
+            "",
+            *workload_table(tables.workloads, numbers),
+            "",
+            f"— = does not apply. Checks: {md(checks)}.",
+            "",
+        ]
     if tables.engines:
-        lines += ["## Engines side by side", "", *engine_side_by_side(tables.engines, numbers), "",
-                  f"— = not run on that engine (a mode is one engine kind's setting) or does not apply. "
-                  f"Ratios: this engine over {md(tables.engines.reference)}, same model, prompt, mode and "
-                  "protocol.", ""]  # fmt: skip
+        lines += [
+            "## Engines side by side",
+            "",
+            *engine_side_by_side(tables.engines, numbers),
+            "",
+            f"— = not run on that engine (a mode is one engine kind's setting) or does not apply. "
+            f"Ratios: this engine over {md(tables.engines.reference)}, same cell otherwise.",
+            "",
+        ]
     if tables.inferred:
-        lines += ["## Inferred and assumed figures", ""]
-        lines += [f"- {md(f['figure_id'])} = {md(format_value(f))} ({f['kind']}): "
-                  f"{md(f['formula'])}" for f in tables.inferred]  # fmt: skip
+        lines += ["## Inferred figures", ""]
+        lines += [
+            f"- {md(f['figure_id'])} = {md(format_value(f))}: {md(f['formula'])}" for f in tables.inferred
+        ]
         lines.append("")
     lines += ["## Caveats", ""]
-    fired = [f"{n}. **{md(c['caveat_id'])}**: {md(c['sentence'])}"
-             for n, c in enumerate(caveats.to_dict("records"), start=1)]  # fmt: skip
+    fired = [
+        f"{n}. **{md(c['caveat_id'])}** ({len(c['figure_ids'])} figures): {md(c['sentence'])}"
+        for n, c in enumerate(caveats.to_dict("records"), start=1)
+    ]
     lines += fired or ["None fired on this data."]
     return "\n".join(lines) + "\n"

@@ -1,18 +1,18 @@
 """The report's tables as plain rows, built from figures.parquet only (HTML and Markdown share them).
+Rows are cells, read from the figures' axis columns; nothing here takes an id apart.
 
-Every figure lands in exactly one section table; a metric no section knows (e.g. one a new figure
-module adds) goes to "Other figures", so nothing in the figure table is left out of the report.
+Every figure lands in at least one table; a metric no table knows (e.g. one a new figure family
+adds) goes to "Other figures", so nothing in the figure table is left out of the report.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from whichshot.lossless import NO_DRAFT
-from whichshot.power import OUTLIER_METRIC
-from whichshot.report.engine_table import EngineTable, engine_table
+from whichshot.figures.cells import AXES
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
 
 # (metric, column header, unit shown in the header)
 HEADLINE_COLUMNS = (
@@ -21,14 +21,28 @@ HEADLINE_COLUMNS = (
     ("decode_tok_s", "decode", "tok/s"),
     ("engine_prefill_tok_s", "prefill (engine)", "tok/s"),
     ("engine_decode_tok_s", "decode (engine)", "tok/s"),
+    ("shots_ok", "ok", "shots"),
 )
 WORKLOAD_COLUMNS = (
     ("decode_tok_s", "decode", "tok/s"),
     ("speedup_vs_none", "speed-up over none", "×"),
     ("acceptance_rate", "acceptance", "%"),
-    ("draft_mean_len", "mean len", "tokens/step"),
+    ("engine_draft_mean_len", "mean len", "tokens/step"),
     ("copy_fraction", "copy fraction", "%"),
     ("lossless_share", "lossless vs none", "shots"),
+)
+# Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
+DETAIL_COLUMNS = (
+    ("shots_ok", "ok", "shots"),
+    ("ttft_s", "TTFT", "s"),
+    ("prefill_tok_s", "prefill", "tok/s"),
+    ("engine_prefill_tok_s", "prefill (engine)", "tok/s"),
+    ("engine_decode_tok_s", "decode (engine)", "tok/s"),
+    ("sm_clock_median_mhz", "SM clock", "MHz"),
+    ("cpu_freq_median_mhz", "CPU clock", "MHz"),
+    ("gpu_power_median_w", "power, NVML median", "W"),
+    ("gpu_energy_power_w", "power, energy counter", "W"),
+    ("energy_j_per_token", "energy", "J/token"),
 )
 # Per-workload checks: (metric, short name, what a hit means)
 CHECKS = (
@@ -36,9 +50,44 @@ CHECKS = (
     ("edit_made_share", "edit", "the returned file has the asked rename"),
     ("needle_found_share", "needle", "the planted passphrase is in the output"),
 )
-BASE_WORKLOAD = "continue_text"
+# The engines-side-by-side table: per engine (the cells' own figures), then against the reference.
+PER_ENGINE = (
+    ("decode_tok_s", "decode", "tok/s"),
+    ("prefill_tok_s", "prefill", "tok/s"),
+    ("ttft_s", "TTFT", "s"),
+    ("speedup_vs_none", "speed-up over none", "×"),
+    ("lossless_share", "lossless vs none", "% of shots"),
+)
+VS_REFERENCE = (
+    ("xengine_decode_ratio", "decode vs", "×"),
+    ("xengine_prefill_ratio", "prefill vs", "×"),
+    ("xengine_same_output_share", "same output as", "% of shots"),
+)
+# Aggregations that are a cell's statistic under its protocol's rule (the row's which-shot words).
+STATISTICS = ("median", "median_of_series_medians")
+SERIES_METRICS = ("prefill_tok_s", "decode_tok_s", "sm_clock_median_mhz", "cpu_freq_median_mhz")
 CROSSCHECK_METRICS = frozenset(
-    {"client_vs_engine_decode_ratio", "prefill_vs_llama_bench_ratio", "bench_pp_tok_s", "bench_tg_tok_s"}
+    {
+        "client_vs_engine_decode_ratio",
+        "client_vs_engine_prefill_ratio",
+        "prefill_vs_llama_bench_ratio",
+        "decode_vs_llama_bench_ratio",
+        "bench_pp_tok_s",
+        "bench_tg_tok_s",
+    }
+)
+CLOCK_METRICS = frozenset(
+    {
+        "prefill_tok_s_clock_predicted",
+        "prefill_tok_s_clock_residual",
+        "prefill_tok_s_warm_cold_ratio",
+        "decode_tok_s_clock_predicted",
+        "decode_tok_s_clock_residual",
+        "decode_tok_s_warm_cold_ratio",
+        "sm_clock_best_median_mhz",
+        "clock_drop_thermal_normal_shots",
+        "outlier_shots",
+    }
 )
 
 
@@ -53,10 +102,32 @@ class Section:
 
 
 @dataclass
+class EngineTable:
+    engines: list[str]
+    reference: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def others(self) -> list[str]:
+        return [e for e in self.engines if e != self.reference]
+
+
+@dataclass
+class SeriesTable:
+    """Warm cells shot by shot: one row per cell and metric, one column per shot index."""
+
+    indices: list[int]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class ReportTables:
+    run: dict[str, Any] | None
     headline: list[dict[str, Any]]
     workloads: list[dict[str, Any]]
     engines: EngineTable | None
+    telemetry: list[dict[str, Any]]
+    series: SeriesTable
     sections: list[Section]
     inferred: list[dict[str, Any]]
     shown_ids: set[str]
@@ -64,140 +135,202 @@ class ReportTables:
 
 def build_tables(figures: pd.DataFrame) -> ReportTables:
     """Split the figure table into the report's tables; every figure id is shown at least once."""
-    records = _records(figures)
+    records = records_of(figures)
     shown: set[str] = set()
-    headline = headline_rows(records, shown)
-    workloads = workload_rows(records, shown)
-    engines = engine_table(records, shown)
+    run = next((r for r in records if r["metric"] == "shots_ok" and not r["cell_id"]), None)
+    if run:
+        shown.add(run["figure_id"])
+    per_cell = [r for r in records if r["shot_index"] is None and r["protocol"] is not None]
+    base = [r for r in per_cell if r["workload"] == BASE_WORKLOAD]
+    work = [r for r in per_cell if r["workload"] != BASE_WORKLOAD]
+    headline = cell_rows(base, HEADLINE_COLUMNS, shown)
+    workloads = cell_rows(work, WORKLOAD_COLUMNS + tuple((m, n, "") for m, n, _ in CHECKS), shown)
+    _order_workload_rows(workloads)
+    engines = engine_table(per_cell, shown)
+    in_headline = {m for m, *_ in HEADLINE_COLUMNS}
+    telemetry = cell_rows(
+        [r for r in per_cell if r["workload"] != BASE_WORKLOAD or r["metric"] not in in_headline],
+        DETAIL_COLUMNS,
+        shown,
+    )
+    series = series_table(records, shown)
     sections = [
-        _section(records, shown, "crosschecks", "Cross-checks: two timers side by side",
-                 "Our client against the engine's own timings, and our prefill against llama-bench "
-                 "(another tool with its own protocol).", lambda r: r["metric"] in CROSSCHECK_METRICS),
-        _section(records, shown, "power", "Clock ratio, power, energy and outliers",
-                 "Is a warm slowdown only the clock? Each prediction assumes a fixed cycle count per token.",
-                 _is_power_figure),
-        _section(records, shown, "other", "Other figures",
-                 "Figures of this run that no table above lays out (shown with their full provenance).",
-                 lambda r: True),
-    ]  # fmt: skip
-    inferred = [r for r in records if r["kind"] in ("inferred", "assumed")]
-    return ReportTables(headline, workloads, engines, [s for s in sections if s.rows], inferred, shown)
+        _section(
+            records,
+            shown,
+            "crosschecks",
+            "Cross-checks: two timers side by side",
+            "Our client against the engine's own timings, and the engine's warm speed against llama-bench "
+            "(another tool with its own protocol).",
+            lambda r: r["metric"] in CROSSCHECK_METRICS,
+        ),
+        _section(
+            records,
+            shown,
+            "power",
+            "Clock ratio, clock drops and outliers",
+            "Is a warm slowdown only the clock? Each prediction assumes a fixed cycle count per token.",
+            lambda r: r["metric"] in CLOCK_METRICS,
+        ),
+        _section(
+            records,
+            shown,
+            "constants",
+            "Constants our judgments rest on",
+            "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
+            "from here.",
+            lambda r: r["kind"] == "assumed",
+        ),
+        _section(
+            records,
+            shown,
+            "other",
+            "Other figures",
+            "Figures of this run that no table above lays out (shown with their full provenance).",
+            lambda r: True,
+        ),
+    ]
+    inferred = [r for r in records if r["kind"] == "inferred"]
+    return ReportTables(
+        run, headline, workloads, engines, telemetry, series, [s for s in sections if s.rows], inferred, shown
+    )
 
 
-def _records(figures: pd.DataFrame) -> list[dict[str, Any]]:
+def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
+    """Figure rows as plain dicts: lists as lists, missing numbers as None."""
     rows = figures.to_dict("records")
     for row in rows:
-        row["caveat_ids"] = list(row.get("caveat_ids") if row.get("caveat_ids") is not None else [])
-        row["shot_ids"] = list(row.get("shot_ids") if row.get("shot_ids") is not None else [])
-        for key in ("workload", "text_kind", "spec_mode", "which_shot", "source", "note"):
-            row[key] = row.get(key) or ""
-        for key in ("value", "rest_s", "prompt_tokens"):
+        for key in ("caveat_ids", "shot_ids", "source_ids", "input_figure_ids", "columns", "reads"):
+            row[key] = list(row[key]) if row.get(key) is not None else []
+        for key in (
+            "value",
+            "rest_s",
+            "precondition_s",
+            "shot_index",
+            "prompt_tokens_requested",
+            "context_tokens_requested",
+        ):
             row[key] = None if pd.isna(row.get(key)) else row[key]
-        if row["prompt_tokens"] is not None:
-            row["prompt_tokens"] = int(row["prompt_tokens"])
+        for key in ("prompt_tokens_requested", "context_tokens_requested", "shot_index"):
+            row[key] = None if row[key] is None else int(row[key])
+        for key in ("workload", "text_kind", "spec_mode", "engine", "model", "protocol", "order"):
+            row[key] = None if pd.isna(row.get(key)) else row[key]
     return rows
 
 
-def _cell_parts(row: dict[str, Any]) -> list[str]:
-    """Series label parts after engine and model (the grid cell's remaining axes)."""
-    return str(row["series_label"]).split(".")[2:]
-
-
-def headline_rows(records: list[dict[str, Any]], shown: set[str]) -> list[dict[str, Any]]:
-    """Protocol-grid cells (continued real text): one row per cell, one column per timing."""
-    metrics = {m for m, *_ in HEADLINE_COLUMNS}
-    wanted = [r for r in records if r["protocol"] in ("cold", "warm") and r["metric"] in metrics
-              and r["workload"] in ("", BASE_WORKLOAD)]  # fmt: skip
-    rows: dict[tuple, dict[str, Any]] = {}
-    for r in wanted:
-        key = (r["engine"], r["model"], r["series_label"])
-        row = rows.setdefault(key, _row_head(r))
+def cell_rows(records: Iterable[dict[str, Any]], columns, shown: set[str]) -> list[dict[str, Any]]:
+    """One row per cell (in figure order) holding the figures of these metrics."""
+    wanted = {metric for metric, *_ in columns}
+    rows: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["metric"] not in wanted:
+            continue
+        row = rows.setdefault(r["cell_id"], row_head(r))
         row["cells"][r["metric"]] = r
         shown.add(r["figure_id"])
-    return list(rows.values())
+    return _with_which_shot(list(rows.values()))
 
 
-def _row_head(r: dict[str, Any]) -> dict[str, Any]:
-    parts = _cell_parts(r)
+def _with_which_shot(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row's which-shot words, from its decode figure, else its first figure that is the
+    cell's statistic (a count of shots, say, uses every shot and names no indices)."""
+    for row in rows:
+        figures = list(row["cells"].values())
+        statistics = [f for f in figures if f["aggregation"] in STATISTICS] or figures
+        lead = next((f for f in statistics if f["metric"] == "decode_tok_s"), statistics[0])
+        row["which_shot"] = which_shot_short(lead)
+    return rows
+
+
+def row_head(r: dict[str, Any]) -> dict[str, Any]:
+    """A cell's axis values, as a table row starts."""
     return {
-        "engine": r["engine"],
-        "model": r["model"],
-        "prompt_tokens": r["prompt_tokens"],
-        "protocol": r["protocol"],
-        "rest_s": r["rest_s"],
-        "series": " ".join(parts[1:]),
-        "which_shot": _which_shot_short(r),
-        "id_prefix": r["figure_id"].rsplit("/", 1)[0] + "/",
+        **{axis: r[axis] for axis in AXES},
+        "cell_id": r["cell_id"],
         "cells": {},
+        "series": series_words(r),
     }
 
 
-def _which_shot_short(r: dict[str, Any], with_protocol: bool = True) -> str:
-    """'warm · shots 2-3 · 0 s rest': the row's which-shot words without the timer (each column
-    names its own); the figure's full which_shot sentence is in figures.parquet."""
-    indices = str(r["shot_indices"]).removeprefix("shots ")
+def series_words(r: dict[str, Any]) -> str:
+    """The axes that shape a series, in words: context, order, warm-up before the first shot."""
+    words = [f"ctx {r['context_tokens_requested']}" if r["context_tokens_requested"] else ""]
+    if r["order"] and r["order"] != "same":
+        words.append(f"order {r['order']}")
+    if r["precondition_s"]:
+        words.append(f"{r['precondition_s']:g} s warm-up")
+    return " · ".join(w for w in words if w)
+
+
+def which_shot_short(r: dict[str, Any]) -> str:
+    """'warm · shots 3-6 · 0 s rest': the row's which-shot words without the timer (each column names
+    its own); the figure's full which_shot sentence is in figures.parquet."""
     if r["protocol"] == "cold":
-        words = ["shot 1 of each fresh process"]
-    else:
-        words = [f"shots {indices}"] + ([f"{r['rest_s']:g} s rest"] if r["rest_s"] is not None else [])
-    return " · ".join(([r["protocol"]] if with_protocol else []) + words)
+        return "cold · shot 1 of each fresh process"
+    rest = f" · {r['rest_s']:g} s rest" if r["rest_s"] is not None else ""
+    used = f" · shots {r['shot_indices']}" if r["shot_indices"] else " · no warm value"
+    return f"warm{used}{rest}"
 
 
-def workload_rows(records: list[dict[str, Any]], shown: set[str]) -> list[dict[str, Any]]:
-    """Seed 002's table: one row per model x workload x text x protocol x speculative mode."""
-    metrics = {m for m, *_ in WORKLOAD_COLUMNS} | {m for m, *_ in CHECKS}
-    wanted = [r for r in records if r["workload"] not in ("", BASE_WORKLOAD) and r["metric"] in metrics
-              and r["protocol"] in ("cold", "warm")]  # fmt: skip
-    rows: dict[tuple, dict[str, Any]] = {}
-    for r in wanted:
-        key = (r["engine"], r["model"], r["workload"], r["text_kind"], r["protocol"], r["spec_mode"])
-        row = rows.setdefault(key, {**_row_head(r), "workload": r["workload"],
-                                    "text_kind": r["text_kind"], "spec_mode": r["spec_mode"]})  # fmt: skip
-        row["cells"][r["metric"]] = r
-        if r["metric"] == "decode_tok_s":
-            row["which_shot"] = _which_shot_short(r, with_protocol=False)
-        shown.add(r["figure_id"])
-    ordered = sorted(rows.values(), key=_workload_order(list(rows)))
-    _mark_group_starts(ordered)
-    return ordered
+def _order_workload_rows(rows: list[dict[str, Any]]) -> None:
+    """Config order on every axis, the no-draft mode first in each group; mark where groups start."""
+    group_axes = [a for a in AXES if a != "spec_mode"]
+    first_seen: dict[tuple, int] = {}
+    for row in rows:
+        first_seen.setdefault(tuple(row[a] for a in group_axes), len(first_seen))
+    modes = list(dict.fromkeys(row["spec_mode"] for row in rows))
+    rows.sort(
+        key=lambda row: (
+            first_seen[tuple(row[a] for a in group_axes)],
+            -1 if row["spec_mode"] == NO_DRAFT else modes.index(row["spec_mode"]),
+        )
+    )
+    _mark_group_starts(rows, group_axes)
 
 
-def _workload_order(keys: list[tuple]) -> Callable[[dict[str, Any]], tuple]:
-    """Config order (first appearance) on every axis; the no-draft mode first in each group."""
-    first_seen = [{} for _ in range(6)]
-    for key in keys:
-        for axis, value in enumerate(key):
-            first_seen[axis].setdefault(value, len(first_seen[axis]))
-    protocol_rank = {"cold": 0, "warm": 1}
-
-    def order(row: dict[str, Any]) -> tuple:
-        values = (row["engine"], row["model"], row["workload"], row["text_kind"])
-        ranks = [first_seen[axis][value] for axis, value in enumerate(values)]
-        mode = -1 if row["spec_mode"] == NO_DRAFT else first_seen[5][row["spec_mode"]]
-        return (*ranks, protocol_rank.get(row["protocol"], 2), mode)
-
-    return order
-
-
-def _mark_group_starts(rows: list[dict[str, Any]]) -> None:
+def _mark_group_starts(rows: list[dict[str, Any]], axes: list[str]) -> None:
     previous = None
     for row in rows:
-        group = (row["engine"], row["model"], row["workload"], row["text_kind"], row["protocol"])
+        group = tuple(row[a] for a in axes)
         row["group_start"] = group != previous
         previous = group
 
 
-def _is_power_figure(r: dict[str, Any]) -> bool:
-    metric = r["metric"]
-    return (
-        r["protocol"] == "cold vs warm"
-        or metric.endswith(("_clock_predicted", "_warm_measured", "_clock_residual", "_warm_cold_ratio"))
-        or metric in (OUTLIER_METRIC, "clock_drop_thermal_normal_shots")
-        or metric.startswith(("gpu_", "clock_", "energy_", "cpu_"))
-    )
+def engine_table(records: list[dict[str, Any]], shown: set[str]) -> EngineTable | None:
+    """Cells that two or more engines ran, side by side; None with one engine."""
+    engines = list(dict.fromkeys(r["engine"] for r in records if r["engine"]))
+    if len(engines) < 2:
+        return None
+    others = [a for a in AXES if a != "engine"]
+    group_axes = [a for a in others if a != "spec_mode"]
+    ran = {}
+    for r in records:
+        ran.setdefault(tuple(r[a] for a in group_axes), set()).add(r["engine"])
+    metrics = {m for m, *_ in PER_ENGINE + VS_REFERENCE}
+    rows: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        if r["metric"] not in metrics or len(ran[tuple(r[a] for a in group_axes)]) < 2:
+            continue
+        row = rows.setdefault(tuple(r[a] for a in others), {**row_head(r), "engine": None})
+        row["cells"][(r["engine"], r["metric"])] = r
+        shown.add(r["figure_id"])
+    ordered = _with_which_shot(list(rows.values()))
+    _order_workload_rows(ordered)
+    return EngineTable(engines, engines[0], ordered)
 
 
-def _section(records, shown, key, title, intro, test) -> Section:
+def series_table(records: list[dict[str, Any]], shown: set[str]) -> SeriesTable:
+    points = [r for r in records if r["shot_index"] is not None and r["metric"] in SERIES_METRICS]
+    rows: dict[tuple, dict[str, Any]] = {}
+    for r in points:
+        row = rows.setdefault((r["cell_id"], r["metric"]), {**row_head(r), "metric": r["metric"]})
+        row["cells"][r["shot_index"]] = r
+        shown.add(r["figure_id"])
+    indices = sorted({r["shot_index"] for r in points})
+    return SeriesTable(indices, list(rows.values()))
+
+
+def _section(records, shown, key, title, intro, test: Callable[[dict[str, Any]], bool]) -> Section:
     rows = [r for r in records if r["figure_id"] not in shown and test(r)]
     shown.update(r["figure_id"] for r in rows)
     return Section(key, title, intro, rows)
@@ -211,6 +344,7 @@ def check_summary(row: dict[str, Any]) -> list[dict[str, Any]]:
         if figure is None or figure["value"] is None:
             continue
         n = len(figure["shot_ids"])
-        hits = round(figure["value"] * n)
-        found.append({"figure": figure, "name": name, "meaning": meaning, "hits": hits, "n": n})
+        found.append(
+            {"figure": figure, "name": name, "meaning": meaning, "hits": round(figure["value"] * n), "n": n}
+        )
     return found

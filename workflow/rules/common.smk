@@ -9,14 +9,14 @@ sys.path.insert(0, workflow.basedir)
 from engines import BENCH_KINDS
 from whichshot.config import check_config, check_config_file, load_schema
 from whichshot.errors import WhichshotError
-from whichshot.grid import expand_jobs, expand_workload_jobs, measured_models
+from whichshot.measure.grid import expand_jobs, expand_workload_jobs, measured_models
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
 try:
     for config_path in workflow.configfiles:
         check_config_file(config_path)
-    check_config(config, load_schema())
+    config.update(check_config(config, load_schema()))  # with the schema's defaults
 except WhichshotError as error:
     raise WorkflowError(str(error)) from None
 validate(config, SCHEMA_FILE)

@@ -34,42 +34,42 @@ rule render_report:
         ),
         tok_s_by_shot_index=report(
             "results/report/tok_s_by_shot_index.png",
-            caption="../report/tok_s_by_shot_index.rst",
+            caption="../../whichshot/report/captions/tok_s_by_shot_index.rst",
             category="Figures",
         ),
         rest_effect=report(
             "results/report/rest_effect.png",
-            caption="../report/rest_effect.rst",
+            caption="../../whichshot/report/captions/rest_effect.rst",
             category="Figures",
         ),
         clock_ratio=report(
             "results/report/clock_ratio.png",
-            caption="../report/clock_ratio.rst",
+            caption="../../whichshot/report/captions/clock_ratio.rst",
             category="Figures",
         ),
         workload_modes=report(
             "results/report/workload_modes.png",
-            caption="../report/workload_modes.rst",
+            caption="../../whichshot/report/captions/workload_modes.rst",
             category="Figures",
         ),
         copy_vs_speedup=report(
             "results/report/copy_vs_speedup.png",
-            caption="../report/copy_vs_speedup.rst",
+            caption="../../whichshot/report/captions/copy_vs_speedup.rst",
             category="Figures",
         ),
         acceptance_real_synthetic=report(
             "results/report/acceptance_real_synthetic.png",
-            caption="../report/acceptance_real_synthetic.rst",
+            caption="../../whichshot/report/captions/acceptance_real_synthetic.rst",
             category="Figures",
         ),
         ngram_warm_series=report(
             "results/report/ngram_warm_series.png",
-            caption="../report/ngram_warm_series.rst",
+            caption="../../whichshot/report/captions/ngram_warm_series.rst",
             category="Figures",
         ),
         client_vs_engine=report(
             "results/report/client_vs_engine.png",
-            caption="../report/client_vs_engine.rst",
+            caption="../../whichshot/report/captions/client_vs_engine.rst",
             category="Figures",
         ),
     log:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from whichshot.archive import build_archive
+from whichshot.archive.bundle import build_archive
 from whichshot.entry import run_script
 
 

@@ -8,8 +8,8 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from engines import load_engine
 from whichshot.atomic import write_json_atomic
-from whichshot.bench import run_engine_bench
 from whichshot.entry import run_script
+from whichshot.measure.bench import run_engine_bench
 
 
 def main(smk):
@@ -21,7 +21,7 @@ def main(smk):
         smk.params.lengths,
         smk.params.output_tokens,
         smk.params.repetitions,
-        smk.params.engine.get("threads", 2),
+        smk.params.engine["threads"],
     )
     write_json_atomic(
         Path(smk.output[0]),

@@ -8,11 +8,11 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from engines import load_engine
 from whichshot.atomic import write_json_atomic
-from whichshot.corpus import load_corpus
 from whichshot.entry import run_script
-from whichshot.prompts import cut_prompts
-from whichshot.settings import server_settings
-from whichshot.workload_prompts import build_workload_prompts
+from whichshot.measure.settings import server_settings
+from whichshot.prepare.corpus import load_corpus
+from whichshot.prepare.prompts import cut_prompts
+from whichshot.prepare.workload_prompts import build_workload_prompts
 
 
 def main(smk):
@@ -26,7 +26,7 @@ def main(smk):
     server = engine.start(build, Path(model["path"]), settings, log_path)
     try:
         bos = meta["bos_token_id"] if meta.get("add_bos_token") else None
-        corpus = load_corpus(smk.params.prompts.get("corpus", "pydoc_topics"))
+        corpus = load_corpus(smk.params.prompts["corpus"])
         prompts = cut_prompts(server, corpus, smk.params.prompts["lengths"], bos)
         prompts["workloads"] = build_workload_prompts(
             server, smk.params.workloads, meta["has_chat_template"], bos

@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.entry import run_script
-from whichshot.figure_table import write_figures_from_files
+from whichshot.figures.table import write_figures_from_files
 
 
 def main(smk):

@@ -10,8 +10,8 @@ from whichshot.atomic import write_json_atomic
 from whichshot.cache import cache_root
 from whichshot.entry import run_script
 from whichshot.hashing import sha256_file
-from whichshot.models import fetch_model, gguf_metadata, make_synthetic_model
-from whichshot.synthetic import SYNTHETIC_LABEL
+from whichshot.prepare.models import fetch_model, gguf_metadata, make_synthetic_model
+from whichshot.prepare.synthetic import SYNTHETIC_LABEL
 
 
 def main(smk):

@@ -8,11 +8,11 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from engines import load_engine
 from whichshot.entry import run_script
-from whichshot.grid import Job
 from whichshot.host import host_identity
-from whichshot.protocol import JobContext
-from whichshot.series import run_series_with_telemetry
-from whichshot.settings import server_settings
+from whichshot.measure.grid import Job
+from whichshot.measure.protocol import JobContext
+from whichshot.measure.series import run_series_with_telemetry
+from whichshot.measure.settings import server_settings
 from whichshot.spec_modes import kind_settings, uses_draft_model
 
 
@@ -38,7 +38,7 @@ def main(smk):
         prompts=prompts,
         settings=server_settings(engine_spec, smk.params.server, job.context_tokens, spec_args),
         output_tokens=smk.params.protocol["output_tokens"],
-        workload_output_tokens=smk.params.workloads.get("max_output_tokens", 256),
+        workload_output_tokens=smk.params.workloads["max_output_tokens"],
         spec_params=spec_mode,
         shot_timeout_s=smk.params.server["shot_timeout_s"],
         log_dir=Path(smk.params.log_dir.replace("results/shots", "logs/engines")),

@@ -1,0 +1,37 @@
+"""Every number README.md and the reference runs' NOTES.md state is one a committed output holds
+(tools/check_numbers.py), and the check itself catches a wrong one."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+_SPEC = importlib.util.spec_from_file_location("check_numbers", REPO / "tools" / "check_numbers.py")
+check_numbers = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(check_numbers)
+
+
+@pytest.mark.parametrize("markdown", check_numbers.default_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_stated_number_is_printed_by_a_committed_output(markdown):
+    assert check_numbers.unsupported(markdown) == []
+
+
+def test_prose_numbers_are_claims_and_code_dates_versions_and_names_are_not():
+    text = (
+        "Warm 2.93x on the H200 (sm_90, Q4_1, 8B) with `--threads 8`, run 2026-12-02 23:34 with "
+        "torch 2.13.0 and Python 3.11; 1,895 tok/s.\n```sh\nsnakemake --cores 16\n```\n"
+    )
+    assert [written for _line, written, _p in check_numbers.claims(text)] == ["2.93", "1,895"]
+
+
+def test_a_number_the_data_does_not_hold_is_caught(tmp_path):
+    import pandas as pd
+
+    run = tmp_path / "run"
+    run.mkdir()
+    pd.DataFrame({"value": [2.9312, 1895.4]}).to_parquet(run / "figures.parquet")
+    printed = check_numbers.printed_by(check_numbers.run_outputs(run))
+    assert check_numbers.supported("2.93", printed) and check_numbers.supported("1,895", printed)
+    assert not check_numbers.supported("2.80", printed)
+    assert check_numbers.supported("293", printed)  # 2.93 as a percentage

@@ -1,0 +1,184 @@
+"""How a figure's value is computed from what it cites: one named function per way.
+
+A figure row names its aggregation, the shot columns it reads, its parameters and the figures it
+is arithmetic on; `recompute` runs the same function on exactly the cited shots (and input
+figures), so any figure can be checked from shots.parquet alone.
+"""
+
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from whichshot.figures.statistic import outlier_flags
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """One way to compute a value, and what its provenance kind follows from."""
+
+    name: str
+    inputs: str  # "shots": the cited shots; "figures": the input figures; "source": not shots; "constant"
+    compute: Callable[..., float | None]
+    picks_one_value: bool = False  # over one shot, the value is that shot's (the column's kind)
+    rests_on_a_model: bool = False  # the value is a prediction of a model of the system: inferred
+
+
+def _values(rows: pd.DataFrame, column: str) -> list[float]:
+    return [float(v) for v in rows[column].dropna()]
+
+
+def median(rows: pd.DataFrame, columns: Sequence[str], params: Mapping[str, Any]) -> float | None:
+    values = _values(rows, columns[0])
+    return statistics.median(values) if values else None
+
+
+def median_of_series_medians(rows, columns, params) -> float | None:
+    per_series = [
+        m
+        for _job, series in rows.groupby("job_id", sort=False)
+        if (m := median(series, columns, params)) is not None
+    ]
+    return statistics.median(per_series) if per_series else None
+
+
+def maximum(rows, columns, params) -> float | None:
+    values = _values(rows, columns[0])
+    return max(values) if values else None
+
+
+def ratio_of_sums(rows, columns, params) -> float | None:
+    numerator, denominator = (rows[c].fillna(0).sum() for c in columns)
+    return float(numerator / denominator) if denominator > 0 else None
+
+
+def median_of_ratios(rows, columns, params) -> float | None:
+    both = rows.dropna(subset=list(columns))
+    both = both[both[columns[1]] != 0]
+    ratios = (both[columns[0]] / both[columns[1]]).tolist()
+    return statistics.median(ratios) if ratios else None
+
+
+def share_true(rows, columns, params) -> float | None:
+    values = rows[columns[0]].dropna()
+    return float(values.astype(bool).mean()) if len(values) else None
+
+
+def count_rows(rows, columns, params) -> float | None:
+    """How many of the cited shots are ok (a cell's completeness)."""
+    return float((rows["status"] == "ok").sum())
+
+
+def count_outliers(rows, columns, params) -> float | None:
+    """Shots whose value in any column has |robust z| above the threshold within their series."""
+    flagged = outlier_mask(rows, columns, params["threshold"])
+    return float(flagged.sum())
+
+
+def outlier_mask(rows: pd.DataFrame, columns: Sequence[str], threshold: float) -> pd.Series:
+    """Per row: an outlier of its own series (job) in any of the columns."""
+    mask = pd.Series(False, index=rows.index)
+    for _job, series in rows.groupby("job_id", sort=False):
+        for column in columns:
+            present = series[column].dropna()
+            flags = outlier_flags([float(v) for v in present], threshold)
+            mask.loc[present.index[[i for i, f in enumerate(flags) if f]]] = True
+    return mask
+
+
+def count_clock_drops(rows, columns, params, reference_mhz: float | None = None) -> float | None:
+    """Shots whose minimum clock fell more than `fraction` below the reference while thermal
+    slowdown was reported false (unknown is not counted)."""
+    if reference_mhz is None:
+        return None
+    return float(clock_drop_mask(rows, columns, reference_mhz, params["fraction"]).sum())
+
+
+def clock_drop_mask(rows: pd.DataFrame, columns: Sequence[str], reference_mhz: float, fraction: float):
+    clock_min, thermal = columns
+    dropped = rows[clock_min] < reference_mhz * (1 - fraction)
+    thermal_normal = rows[thermal].map(lambda v: v is not None and not pd.isna(v) and not bool(v))
+    return (dropped & thermal_normal.astype(bool)).fillna(False)
+
+
+def paired_share_equal(rows, columns, params) -> float | None:
+    """Share of shot pairs (same repeat and series position, one per side) whose first column is
+    equal, counting only pairs whose second column (the input) is equal too."""
+    value, same_input = columns
+    side, reference = params["side"], params["reference"]
+    ours = rows[rows[params["side_axis"]] == side].set_index(["repeat", "series_position"])
+    theirs = rows[rows[params["side_axis"]] == reference].set_index(["repeat", "series_position"])
+    pairs = ours.join(theirs, how="inner", suffixes=("", "_ref"))
+    pairs = pairs[pairs[same_input] == pairs[f"{same_input}_ref"]]
+    return float((pairs[value] == pairs[f"{value}_ref"]).mean()) if len(pairs) else None
+
+
+def ratio(values: Sequence[float | None], params) -> float | None:
+    top, bottom = values
+    return None if top is None or not bottom else top / bottom
+
+
+def clock_scaled(values, params) -> float | None:
+    """speed × (f_warm / f_cold): the speed a changed clock alone would give."""
+    speed, f_cold, f_warm = values
+    return None if None in (speed, f_cold, f_warm) or not f_cold else speed * f_warm / f_cold
+
+
+def relative_gap(values, params) -> float | None:
+    """measured / predicted - 1."""
+    measured, predicted = values
+    return None if measured is None or not predicted else measured / predicted - 1
+
+
+def given(values, params) -> float | None:
+    """A value taken as it is: another tool's number, or a constant of ours."""
+    return params["value"]
+
+
+AGGREGATIONS = {
+    a.name: a
+    for a in (
+        Aggregation("median", "shots", median, picks_one_value=True),
+        Aggregation("median_of_series_medians", "shots", median_of_series_medians, picks_one_value=True),
+        Aggregation("maximum", "shots", maximum, picks_one_value=True),
+        Aggregation("ratio_of_sums", "shots", ratio_of_sums),
+        Aggregation("median_of_ratios", "shots", median_of_ratios),
+        Aggregation("share_true", "shots", share_true),
+        Aggregation("count_rows", "shots", count_rows),
+        Aggregation("count_outliers", "shots", count_outliers),
+        Aggregation("count_clock_drops", "shots", count_clock_drops),
+        Aggregation("paired_share_equal", "shots", paired_share_equal),
+        Aggregation("ratio", "figures", ratio),
+        Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
+        Aggregation("relative_gap", "figures", relative_gap),
+        Aggregation("reported_by_another_tool", "source", given, picks_one_value=True),
+        Aggregation("constant", "constant", given),
+    )
+}
+
+
+def compute(
+    name: str,
+    rows: pd.DataFrame | None,
+    columns: Sequence[str],
+    params: Mapping[str, Any],
+    input_values: Sequence[float | None] = (),
+) -> float | None:
+    """The value of aggregation `name` on these inputs."""
+    aggregation = AGGREGATIONS[name]
+    if aggregation.inputs == "shots":
+        extra = {"reference_mhz": input_values[0]} if name == "count_clock_drops" else {}
+        return aggregation.compute(rows, columns, params, **extra)
+    return aggregation.compute(list(input_values), params)
+
+
+def recompute(figure: Mapping[str, Any], shots_by_id: pd.DataFrame, values_by_id: Mapping[str, Any]) -> Any:
+    """A figure row's value from exactly what it cites: its shots (shots.parquet rows indexed by
+    shot_id) and the values of its input figures."""
+    rows = shots_by_id.loc[list(figure["shot_ids"])]
+    inputs = [values_by_id[i] for i in figure["input_figure_ids"]]
+    params = json.loads(figure["parameters"] or "{}")
+    return compute(figure["aggregation"], rows, list(figure["columns"]), params, inputs)

@@ -1,0 +1,277 @@
+"""Caveats about figures that set two things side by side: two timers, another tool, real and
+synthetic text, drafting against no drafting, and two engines."""
+
+import pandas as pd
+
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.caveats.finding import (
+    Finding,
+    columns_from,
+    compared_across,
+    flag_false,
+    ids,
+    whole_cells,
+)
+from whichshot.figures.cells import AXES, group_cells, shots_in
+from whichshot.figures.constants import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
+from whichshot.figures.crosscheck_figures import BENCH_TESTS, CLIENT_ENGINE_METRIC
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
+from whichshot.measure.lossless import counterpart_key
+
+# What depends on which tokens came out: decode speed, the copy share, the lossless check itself.
+OUTPUT_DEPENDENT = frozenset(
+    {"decode_tok_s", "engine_decode_tok_s", "copy_fraction", "lossless_vs_none", "output_sha256"}
+)
+# The columns the engines-side-by-side table compares.
+SIDE_BY_SIDE = frozenset({"decode_tok_s", "prefill_tok_s", "ttft_s", "lossless_vs_none"})
+
+
+def _cell_figures(catalog: Catalog, metric: str):
+    """Figures of this metric about one whole cell (every axis set)."""
+    return [f for f in catalog.figures if f.metric == metric and all(a in f.axes for a in AXES)]
+
+
+def client_engine_disagree(catalog: Catalog) -> Finding | None:
+    bad = [
+        f
+        for f in _cell_figures(catalog, CLIENT_ENGINE_METRIC)
+        if f.value is not None and abs(f.value - 1) > CLIENT_ENGINE_TOLERANCE
+    ]
+    if not bad:
+        return None
+    worst = max(bad, key=lambda f: abs(f.value - 1))
+    affected = frozenset(s for f in bad for s in shots_in(catalog.shots, f.axes)["shot_id"])
+    return Finding(
+        "client_engine_disagree",
+        f"In {len(bad)} cell(s) client-side and engine-reported decode speed differ by more than "
+        f"{CLIENT_ENGINE_TOLERANCE:.0%} (client_engine_tolerance; worst {worst.value - 1:+.1%} in "
+        f"{worst.cell_id}).",
+        affected,
+        columns=frozenset({"decode_tok_s", "engine_decode_tok_s"}),
+    )
+
+
+def bench_disagree(catalog: Catalog) -> Finding | None:
+    ratios = {metrics[2] for metrics in BENCH_TESTS.values()}
+    bad = [
+        f
+        for f in catalog.figures
+        if f.metric in ratios and f.value is not None and abs(f.value - 1) > BENCH_TOLERANCE
+    ]
+    if not bad:
+        return None
+    return Finding(
+        "bench_disagree",
+        f"In {len(bad)} comparison(s) our warm engine-timed speed and llama-bench's differ by more than "
+        f"{BENCH_TOLERANCE:.0%} (bench_tolerance): llama-bench times the engine alone, without HTTP, "
+        "sampling or our shot position, and its decode starts from an empty context.",
+        frozenset(s for f in bad for s in f.shot_ids),
+        frozenset(s for f in bad for s in f.source_ids),
+    )
+
+
+def rival_tool_figure(catalog: Catalog) -> Finding | None:
+    sources = frozenset(s for f in catalog.figures for s in f.source_ids if s.startswith("llama-bench:"))
+    if not sources:
+        return None
+    return Finding(
+        "rival_tool_figure",
+        "llama-bench figures come from another tool with its own protocol (warm-up run, mean of "
+        "repetitions): compare them with our warm figures, never with a cold shot.",
+        source_ids=sources,
+    )
+
+
+def synthetic_text_in_use(catalog: Catalog) -> Finding | None:
+    synthetic = catalog.shots[catalog.shots["text_kind"] == "synthetic"]
+    if synthetic.empty:
+        return None
+    return Finding(
+        "synthetic_text_in_use",
+        "Some figures come from synthetic filler text, which drafts far better than real text (seed 002: "
+        "~80 % acceptance on filler vs 48.8 % on real requests); each row says which text.",
+        ids(synthetic),
+    )
+
+
+def lossless_check_failed(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots
+    diverged = (shots["status"] == "ok") & flag_false(shots["lossless_vs_none"])
+    if not diverged.any():
+        return None
+    examples = shots[diverged].sort_values("first_divergence_token").drop_duplicates("job_id")
+    where = "; ".join(
+        f"{r['shot_id']} at token {int(r['first_divergence_token'])}"
+        for r in examples.head(4).to_dict("records")
+    )
+    return Finding(
+        "lossless_check_failed",
+        f"With drafting on, greedy output differed from the no-draft output in {int(diverged.sum())} shot(s) "
+        f"({where}). Drafting is not lossless here: the speed of these cells is the speed of other text, "
+        "and their speed-up is not a free lunch.",
+        whole_cells(shots, diverged),
+        columns=OUTPUT_DEPENDENT,
+    )
+
+
+def output_lengths_differ(catalog: Catalog) -> Finding | None:
+    """Drafted cells whose shots decoded another number of tokens than their no-draft counterparts."""
+    shots = catalog.shots
+    ok = shots[(shots["status"] == "ok") & (shots["workload"] != BASE_WORKLOAD)]
+    lengths = {
+        counterpart_key(r): r["output_tokens"] for r in ok.to_dict("records") if r["spec_mode"] == NO_DRAFT
+    }
+    differs = pd.Series(
+        [
+            r["spec_mode"] != NO_DRAFT
+            and counterpart_key(r) in lengths
+            and lengths[counterpart_key(r)] != r["output_tokens"]
+            for r in shots.to_dict("records")
+        ],
+        index=shots.index,
+    )
+    if not differs.any():
+        return None
+    affected = set(whole_cells(shots, differs))
+    for cell, _rows in group_cells(shots[differs]):
+        affected.update(shots_in(shots, {**cell, "spec_mode": NO_DRAFT})["shot_id"])
+    affected &= compared_across(catalog.figures, shots, "spec_mode")
+    if not affected:
+        return None
+    return Finding(
+        "output_lengths_differ",
+        f"In {int(differs.sum())} drafted shot(s) the output stopped at another length than the no-draft "
+        "shot at the same position (the model stops at its end-of-sequence token in workloads): a speed-up "
+        "between them compares decode speeds over different numbers of tokens.",
+        frozenset(affected),
+        across="spec_mode",
+    )
+
+
+def acceptance_length_not_derivable(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots
+    drafted = shots["engine_draft_tokens"].fillna(0) > 0
+    missing = drafted & shots["engine_draft_mean_len"].isna()
+    if not missing.any():
+        return None
+    return Finding(
+        "acceptance_length_not_derivable",
+        "For some drafted shots the engine reported drafted and accepted token counts but not the mean "
+        "accepted length per verification step, so it is not shown (never estimated).",
+        whole_cells(shots, missing),
+        columns=frozenset({"engine_draft_tokens", "engine_draft_mean_len"}),
+    )
+
+
+def cross_engine_kernels(catalog: Catalog) -> Finding | None:
+    compared = compared_across(catalog.figures, catalog.shots, "engine")
+    if not compared:
+        return None
+    shots = catalog.shots
+    formats = sorted({f"{row['engine']}: {_compute_format(row)}" for row in shots.to_dict("records")})
+    return Finding(
+        "cross_engine_kernels",
+        "Engines side by side read the same GGUF file but compute differently ("
+        + "; ".join(formats)
+        + "), with their own kernels, threading and sampling code: a speed or output difference belongs "
+        "to the whole engine, not to one cause.",
+        compared,
+        across="engine",
+    )
+
+
+def _compute_format(row: dict) -> str:
+    dtype = row.get("engine_dtype")
+    if isinstance(dtype, str):
+        return f"{dtype} weights dequantised from GGUF {row['model_file_type']}"
+    return f"GGUF {row['model_file_type']} tensors as stored"
+
+
+def dequantised_weights(catalog: Catalog) -> Finding | None:
+    hf = catalog.shots[catalog.shots["engine_kind"] == "transformers"]
+    if hf.empty:
+        return None
+    dtypes = ", ".join(sorted(hf["engine_dtype"].dropna().unique())) or "its dtype"
+    return Finding(
+        "dequantised_weights",
+        f"transformers loads the GGUF file dequantised to {dtypes}: the same weights, held and multiplied "
+        "in a wider format than the quantised file (more bytes read per token); its process start (load "
+        "and dequantisation) is in process_ready_s, never in a shot. Its engine-reported timings are "
+        "hf_server's own: generate() call to first token, first to last token, inside its process.",
+        ids(hf),
+    )
+
+
+def spec_mode_engine_specific(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots[catalog.shots["workload"] != BASE_WORKLOAD]
+    if shots["engine"].nunique() < 2:
+        return None
+    every = set(shots["engine"])
+    partial = {
+        mode: sorted(set(rows["engine"]))
+        for mode, rows in shots.groupby("spec_mode")
+        if set(rows["engine"]) != every
+    }
+    if not partial:
+        return None
+    listed = "; ".join(f"{mode} only on {', '.join(engines)}" for mode, engines in partial.items())
+    return Finding(
+        "spec_mode_engine_specific",
+        f"Speculative modes are settings of one engine kind: {listed}. An engine without settings for a "
+        "mode skips it (it is never run as no drafting), so those modes have no same-mode ratio across "
+        "engines; each is compared with its own engine's no-draft run.",
+        ids(shots[shots["spec_mode"].isin(partial)]),
+        columns=SIDE_BY_SIDE,
+    )
+
+
+def cross_engine_prompt_differs(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots[catalog.shots["status"] == "ok"]
+    if shots["engine"].nunique() < 2:
+        return None
+    differ = [
+        rows
+        for _cell, rows in group_cells(shots, tuple(a for a in AXES if a != "engine"))
+        if rows["engine"].nunique() > 1 and rows["prompt_sha256"].nunique() > 1
+    ]
+    affected = frozenset(s for rows in differ for s in rows["shot_id"])
+    affected &= compared_across(catalog.figures, catalog.shots, "engine")
+    if not affected:
+        return None
+    return Finding(
+        "cross_engine_prompt_differs",
+        f"In {len(differ)} comparison(s) the engines' own tokenizers and chat templates turned the same text "
+        "into different prompt token ids: their inputs, and so their outputs, are not the same sequence.",
+        affected,
+        across="engine",
+    )
+
+
+def server_counters_process_wide(catalog: Catalog) -> Finding | None:
+    counted = catalog.shots[catalog.shots["server_metrics_source"].notna()]
+    if counted.empty:
+        return None
+    return Finding(
+        "server_counters_process_wide",
+        "Server-side speculative counts come from the server's Prometheus /metrics, read before and after "
+        "each shot: the counters are process-wide, so anything else the server did between the two reads "
+        "is counted in (no other client is sent to it here).",
+        ids(counted),
+        columns=frozenset(c for c in columns_from("engine") if c.startswith("server_")),
+    )
+
+
+COMPARISON_RULES = (
+    client_engine_disagree,
+    bench_disagree,
+    rival_tool_figure,
+    synthetic_text_in_use,
+    lossless_check_failed,
+    output_lengths_differ,
+    acceptance_length_not_derivable,
+    cross_engine_kernels,
+    dequantised_weights,
+    spec_mode_engine_specific,
+    cross_engine_prompt_differs,
+    server_counters_process_wide,
+)

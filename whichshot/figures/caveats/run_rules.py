@@ -1,0 +1,174 @@
+"""Caveats about where and how the shots ran: machine, repeats, failures, broken warm series,
+outliers, prompt cache, context, other work on the host, and cold set against warm."""
+
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.caveats.finding import Finding, compared_across, ids, whole_cells
+from whichshot.figures.cells import series_of
+from whichshot.figures.constants import BUSY_CORES
+from whichshot.figures.outlier_figures import outlier_rows
+from whichshot.figures.statistic import longest_run, ok_rows
+
+
+def single_machine(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots
+    if shots["hostname"].nunique() > 1:
+        return None
+    bench = frozenset(s for f in catalog.figures for s in f.source_ids if s.startswith("llama-bench:"))
+    return Finding(
+        "single_machine",
+        f"All figures come from one machine ({shots['hostname'].iloc[0]}) and {shots['model'].nunique()} "
+        "model(s); they say nothing about other hardware.",
+        ids(shots),
+        bench,
+    )
+
+
+def one_repeat(catalog: Catalog) -> Finding | None:
+    if catalog.shots["repeat"].max() > 1:
+        return None
+    return Finding(
+        "one_repeat",
+        "Each series ran once (repeats = 1): run-to-run variation is not measured.",
+        ids(catalog.shots),
+    )
+
+
+def failed_shots(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots
+    failed = shots[shots["status"] != "ok"]
+    if failed.empty:
+        return None
+    errors = "; ".join(sorted(set(failed["error"].astype(str)))[:3])
+    return Finding(
+        "failed_shots",
+        f"{len(failed)} shot(s) failed and are in no value; the figures of their cells rest on fewer shots "
+        f"than planned (each cell's shots_ok says how many): {errors}",
+        whole_cells(shots, shots["status"] != "ok"),
+    )
+
+
+def warm_series_broken(catalog: Catalog) -> Finding | None:
+    """Warm series whose shots are not all consecutive ok shots of one process."""
+    cut, empty, affected = [], [], set()
+    warm = catalog.shots[catalog.shots["protocol"] == "warm"]
+    for job_id, series in series_of(warm):
+        run = longest_run(series)
+        if len(run) == len(series) and len(run) >= 2:
+            continue
+        (empty if len(run) < 2 else cut).append(f"{job_id} ({len(run)} of {len(series)})")
+        affected.update(series["shot_id"])
+    if not affected:
+        return None
+    parts = []
+    if cut:
+        parts.append(
+            f"{len(cut)} warm series used only their longest run of consecutive ok shots of one "
+            f"process: {', '.join(cut[:3])}"
+        )
+    if empty:
+        parts.append(
+            f"{len(empty)} warm series gave no warm value (no two consecutive ok shots of one "
+            f"process): {', '.join(empty[:3])}"
+        )
+    return Finding(
+        "warm_series_broken",
+        "; ".join(parts) + ". A shot after a failure, an engine death or a resume is not a warm shot of "
+        "the same process, so it is left out of the warm statistic.",
+        frozenset(affected),
+    )
+
+
+def outliers_present(catalog: Catalog) -> Finding | None:
+    flagged = outlier_rows(catalog.shots)
+    if flagged.empty:
+        return None
+    return Finding(
+        "outliers_present",
+        f"{len(flagged)} shot(s) in {flagged['job_id'].nunique()} series are speed outliers of their series "
+        f"(|robust z| above outlier_robust_z; e.g. {flagged['shot_id'].iloc[0]}); figures use medians, "
+        "but look at the per-shot plot.",
+        ids(flagged),
+    )
+
+
+def prompt_cache_hit(catalog: Catalog) -> Finding | None:
+    cached = catalog.shots[catalog.shots["engine_cached_tokens"].fillna(0) > 0]
+    if cached.empty:
+        return None
+    return Finding(
+        "prompt_cache_hit",
+        f"{len(cached)} shot(s) reused cached prompt tokens: their prefill is not a full prefill.",
+        ids(cached),
+    )
+
+
+def context_reduced(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots.dropna(subset=["context_tokens_engine"])
+    reduced = shots[shots["context_tokens_engine"] < shots["context_tokens_requested"]]
+    if reduced.empty:
+        return None
+    row = reduced.iloc[0]
+    return Finding(
+        "context_reduced",
+        f"The engine chose a smaller context window than asked in {len(reduced)} shot(s) (e.g. "
+        f"{int(row['context_tokens_engine'])} < {int(row['context_tokens_requested'])}).",
+        ids(reduced),
+    )
+
+
+def host_busy(catalog: Catalog) -> Finding | None:
+    busy = ok_rows(catalog.shots, "host_foreign_cores")
+    busy = busy[busy["host_foreign_cores"] > BUSY_CORES]
+    if busy.empty:
+        return None
+    worst = busy.loc[busy["host_foreign_cores"].idxmax()]
+    return Finding(
+        "host_busy",
+        f"Other work ran on the machine during {len(busy)} shot(s): on average more than {BUSY_CORES:g} "
+        f"cores (host_busy_cores) beyond the engine and the measuring process (worst "
+        f"{worst['host_foreign_cores']:.2f} cores in {worst['shot_id']}); their speeds may be low for "
+        "reasons outside the engine (column host_foreign_cores).",
+        ids(busy),
+    )
+
+
+def host_load_not_measured(catalog: Catalog) -> Finding | None:
+    ok = ok_rows(catalog.shots)
+    unknown = ok[ok["host_foreign_cores"].isna()]
+    if unknown.empty:
+        return None
+    return Finding(
+        "host_load_not_measured",
+        f"For {len(unknown)} shot(s) other work on the host was not measured (host_foreign_cores is "
+        "empty: a run from before it was recorded, or a process psutil could not read): nothing shows "
+        "whether the machine was busy during them.",
+        ids(unknown),
+    )
+
+
+def cold_vs_warm_compared(catalog: Catalog) -> Finding | None:
+    compared = compared_across(catalog.figures, catalog.shots, "protocol")
+    if not compared:
+        return None
+    return Finding(
+        "cold_vs_warm_compared",
+        "Some figures set cold shots (shot 1 of fresh processes) against warm ones (the warm rule's shots "
+        "of a running process): two protocols, compared on purpose; never quote a number of one as the "
+        "other.",
+        compared,
+        across="protocol",
+    )
+
+
+RUN_RULES = (
+    single_machine,
+    one_repeat,
+    failed_shots,
+    warm_series_broken,
+    outliers_present,
+    prompt_cache_hit,
+    context_reduced,
+    host_busy,
+    host_load_not_measured,
+    cold_vs_warm_compared,
+)

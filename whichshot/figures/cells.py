@@ -1,0 +1,74 @@
+"""Grid cells as columns. Every grid axis is a typed shot column (whichshot.measure.grid.AXES); a cell
+is the group of shots that share all of them, and its series are its jobs (one per repeat). Nothing
+here, or downstream, takes a job id or label apart."""
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from whichshot.measure.grid import AXES
+
+Cell = dict[str, Any]  # axis -> value; a figure above one cell leaves the axes it spans out
+_INTEGER_AXES = frozenset({"prompt_tokens_requested", "context_tokens_requested"})
+_FLOAT_AXES = frozenset({"rest_s", "precondition_s"})
+
+
+def clean(axis: str, value: Any) -> Any:
+    """An axis value as plain Python (NaN and pandas NA -> None, integral axes -> int)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    if axis in _INTEGER_AXES:
+        return int(value)
+    if axis in _FLOAT_AXES:
+        return float(value)
+    return value.item() if hasattr(value, "item") else value
+
+
+def cell_of(row: dict[str, Any] | pd.Series, axes: tuple[str, ...] = AXES) -> Cell:
+    """The cell a shot row belongs to (or its part over `axes`)."""
+    return {axis: clean(axis, row[axis]) for axis in axes}
+
+
+def group_cells(shots: pd.DataFrame, axes: tuple[str, ...] = AXES) -> Iterator[tuple[Cell, pd.DataFrame]]:
+    """(cell, its shots) for every cell, in the order the shots first appear (config order)."""
+    if shots.empty:
+        return
+    for _key, rows in shots.groupby(list(axes), sort=False, dropna=False):
+        yield cell_of(rows.iloc[0], axes), rows
+
+
+def shots_in(shots: pd.DataFrame, cell: Cell) -> pd.DataFrame:
+    """The shots of a cell (or of every cell matching a partial one)."""
+    mask = pd.Series(True, index=shots.index)
+    for axis, value in cell.items():
+        column = shots[axis].map(lambda v, a=axis: clean(a, v))
+        mask &= column.isna() if value is None else column == value
+    return shots[mask]
+
+
+def cell_id(cell: Cell) -> str:
+    """A readable, unique id: the axis values in AXES order ('/'-joined). Axes the cell leaves out, or
+    has no value for (a workload of fixed text has no prompt length), are skipped."""
+    return "/".join(_part(axis, cell[axis]) for axis in AXES if cell.get(axis) is not None)
+
+
+def _part(axis: str, value: Any) -> str:
+    if axis in _FLOAT_AXES:
+        return f"{_PREFIX[axis]}{value:g}s"
+    return f"{_PREFIX.get(axis, '')}{value}"
+
+
+_PREFIX = {
+    "prompt_tokens_requested": "p",
+    "context_tokens_requested": "ctx",
+    "rest_s": "rest",
+    "precondition_s": "pre",
+}
+
+
+def series_of(shots: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    """(job id, its shots in series order) for each series of a cell."""
+    for job_id, rows in shots.groupby("job_id", sort=False):
+        yield job_id, rows.sort_values("series_position")

@@ -1,0 +1,127 @@
+"""The constants our judgments rest on (tolerances, thresholds). Each is written once, here or in
+the module that measures with it, and reported as an assumed figure, so a plot or a caveat that
+uses one reads it from figures.parquet like any other number."""
+
+from dataclasses import dataclass
+
+from whichshot.figures import figure
+from whichshot.figures.statistic import ROBUST_Z_THRESHOLD
+from whichshot.telemetry.summary import POWER_COUNTER_AGREEMENT
+
+# The seed's check: warm ≈ cold × (f_warm / f_cold) within 1-2 % means only the clock changed.
+CLOCK_ONLY_TOLERANCE = 0.02
+# A shot's minimum SM clock this far below the engine+model's best median counts as a drop.
+CLOCK_DROP_FRACTION = 0.03
+# Our client's decode speed and the engine's own may differ by this much before it is a caveat.
+CLIENT_ENGINE_TOLERANCE = 0.01
+# Our prefill (engine-timed, warm) and llama-bench's pp may differ by this much.
+BENCH_TOLERANCE = 0.03
+# Average cores of other work during a shot above which its figures carry host_busy.
+BUSY_CORES = 0.25
+# NVML's energy counter moved in steps of about this much on the H200 (tools/bench_sampler.py):
+# a shot's energy is uncertain by up to one step at each end.
+ENERGY_COUNTER_STEP_S = 0.1
+# Energy of a shot is flagged when that uncertainty (2 steps / shot seconds) exceeds this share.
+ENERGY_UNCERTAINTY_LIMIT = 0.2
+# A telemetry summary of fewer samples than this inside the shot rests on too little to trust.
+MIN_TELEMETRY_SAMPLES = 2
+
+
+@dataclass(frozen=True)
+class Constant:
+    metric: str
+    value: float
+    unit: str
+    meaning: str
+
+
+CONSTANTS = (
+    Constant(
+        "clock_only_tolerance",
+        CLOCK_ONLY_TOLERANCE,
+        "fraction",
+        "measured warm within this of cold × clock ratio: only the clock changed",
+    ),
+    Constant(
+        "clock_drop_fraction",
+        CLOCK_DROP_FRACTION,
+        "fraction",
+        "a shot's minimum SM clock this far below the best median seen counts as a clock drop",
+    ),
+    Constant(
+        "client_engine_tolerance",
+        CLIENT_ENGINE_TOLERANCE,
+        "fraction",
+        "client and engine decode speed may differ by this before client_engine_disagree fires",
+    ),
+    Constant(
+        "bench_tolerance",
+        BENCH_TOLERANCE,
+        "fraction",
+        "our warm engine-timed speed and llama-bench's may differ by this before bench_disagree fires",
+    ),
+    Constant(
+        "outlier_robust_z",
+        ROBUST_Z_THRESHOLD,
+        "z",
+        "|robust z| (0.6745 (x - median) / MAD, within a series of 5+ shots) above this is an outlier",
+    ),
+    Constant(
+        "host_busy_cores",
+        BUSY_CORES,
+        "cores",
+        "other work on the host above this (average over a shot) fires host_busy",
+    ),
+    Constant(
+        "power_counter_agreement",
+        POWER_COUNTER_AGREEMENT,
+        "fraction",
+        "a shot's NVML power median is reliable when within this of the energy counter's mean power",
+    ),
+    Constant(
+        "energy_counter_step_s",
+        ENERGY_COUNTER_STEP_S,
+        "s",
+        "update step of NVML's energy counter (seen on the H200)",
+    ),
+    Constant(
+        "energy_uncertainty_limit",
+        ENERGY_UNCERTAINTY_LIMIT,
+        "fraction",
+        "a shot's energy is flagged when 2 counter steps / shot seconds exceed this",
+    ),
+    Constant(
+        "min_telemetry_samples",
+        MIN_TELEMETRY_SAMPLES,
+        "samples",
+        "a shot's telemetry summary rests on at least this many samples inside the shot",
+    ),
+)
+
+
+def constant_figures(warm_fraction: float) -> list[figure.Figure]:
+    """Every constant as an assumed figure (the warm fraction is the config's)."""
+    rows = [
+        *CONSTANTS,
+        Constant(
+            "warm_fraction",
+            warm_fraction,
+            "fraction",
+            "the warm statistic uses this last share of each run (protocol.warm_fraction)",
+        ),
+    ]
+    return [
+        figure.given(
+            c.metric,
+            c.value,
+            c.unit,
+            "constant",
+            f"constant:{c.metric}",
+            cell={},
+            formula=c.meaning,
+            computed_by=constant_figures,
+            timed_by="nobody: a constant we chose",
+            which_shot="no shot: a constant",
+        )
+        for c in rows
+    ]

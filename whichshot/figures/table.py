@@ -1,0 +1,66 @@
+"""Shots (+ llama-bench runs) -> figures.parquet and caveats.parquet: every figure family in order
+(later ones build on earlier figures), then every caveat rule, joined to figures by the shots they
+cite (caveats.finding.attach)."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.caveats import RULES, attach
+from whichshot.figures.cell_figures import cell_figures
+from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
+from whichshot.figures.constants import constant_figures
+from whichshot.figures.crosscheck_figures import bench_figures, client_engine_figures
+from whichshot.figures.engine_figures import engine_figures
+from whichshot.figures.figure import Figure
+from whichshot.figures.outlier_figures import outlier_figures
+from whichshot.figures.workload_figures import workload_figures
+from whichshot.measure.aggregate import read_shots, upgrade_shots
+from whichshot.tables import record_schema, write_table
+
+# In this order: a family may use the figures of those before it.
+FAMILIES = (
+    cell_figures,
+    client_engine_figures,
+    bench_figures,
+    clock_ratio_figures,
+    clock_drop_figures,
+    outlier_figures,
+    workload_figures,
+    engine_figures,
+)
+
+
+def compute_figures(
+    shots: pd.DataFrame, bench_runs: list[dict[str, Any]], warm_fraction: float
+) -> tuple[list[Figure], list[dict[str, Any]]]:
+    """Every figure of the report, and the caveat rows (each with the figures it touches)."""
+    # The output itself is not a figure's input (its sha256 and checks are): leave the heavy columns out.
+    light = upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"])
+    catalog = Catalog(light, warm_fraction, bench_runs)
+    catalog.add(constant_figures(warm_fraction))
+    for family in FAMILIES:
+        catalog.add(family(catalog))
+    findings = [f for rule in RULES if (f := rule(catalog)) is not None]
+    caveats = attach(findings, catalog.figures, catalog.shots)
+    return catalog.figures, caveats
+
+
+def write_figure_tables(
+    figures: list[Figure], caveats: list[dict], figures_path: Path, caveats_path: Path
+) -> None:
+    """figures.parquet and caveats.parquet, each with its schema's columns and version."""
+    write_table([f.as_row() for f in figures], record_schema("figures"), figures_path)
+    write_table(caveats, record_schema("caveats"), caveats_path)
+
+
+def write_figures_from_files(
+    shots_path: Path, bench_paths: list[Path], warm_fraction: float, figures_path: Path, caveats_path: Path
+) -> None:
+    """The compute_figures step, from the files the pipeline writes."""
+    bench_runs = [json.loads(Path(p).read_text()) for p in bench_paths]
+    figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction)
+    write_figure_tables(figures, caveats, figures_path, caveats_path)

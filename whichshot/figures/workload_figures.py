@@ -1,0 +1,124 @@
+"""Seed 002's workload figures, per workload cell: speed-up over the same cell without drafting,
+acceptance and accepted tokens per step (engine counts and server counters), and the shares of
+shots that passed each check (lossless against no drafting, needle, edit, recall)."""
+
+import pandas as pd
+
+from whichshot.figures import figure
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.cells import Cell, group_cells
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
+
+# (figure, numerator column, denominator column, words): ratios of summed counts over the shots used
+COUNT_RATIOS = (
+    (
+        "acceptance_rate",
+        "engine_draft_accepted",
+        "engine_draft_tokens",
+        "summed engine-reported draft_n_accepted / summed draft_n",
+    ),
+    (
+        "server_acceptance_rate",
+        "server_spec_accepted_tokens_delta",
+        "server_spec_draft_tokens_delta",
+        "summed /metrics accepted-token deltas / summed draft-token deltas",
+    ),
+    (
+        "server_accepted_per_step",
+        "server_spec_accepted_tokens_delta",
+        "server_spec_drafts_delta",
+        "summed /metrics accepted-token deltas / summed verification-step (drafts) deltas",
+    ),
+)
+# (figure, boolean shot column, what a true value means)
+SHARES = (
+    ("lossless_share", "lossless_vs_none", "output tokens equal the no-draft shot's at the same position"),
+    ("needle_found_share", "needle_found", "the output holds the planted passphrase"),
+    ("edit_made_share", "edit_made", "the returned file has the asked rename"),
+    ("recall_exact_share", "recall_exact", "the marked section came back verbatim (whitespace-normalised)"),
+)
+SPEEDUP_METRIC = "speedup_vs_none"
+
+
+def workload_figures(catalog: Catalog) -> list[figure.Figure]:
+    figures = []
+    for cell, rows in group_cells(catalog.shots):
+        if cell["workload"] == BASE_WORKLOAD:
+            continue
+        figures += _speedup(catalog, cell)
+        if cell["spec_mode"] != NO_DRAFT:
+            figures += _count_ratios(catalog, cell, rows)
+        figures += _shares(catalog, cell, rows)
+    return figures
+
+
+def _speedup(catalog: Catalog, cell: Cell) -> list[figure.Figure]:
+    base = {**cell, "spec_mode": NO_DRAFT}
+    ours, theirs = catalog.find(cell, "decode_tok_s"), catalog.find(base, "decode_tok_s")
+    if cell["spec_mode"] == NO_DRAFT or ours is None or theirs is None:
+        return []
+    return [
+        figure.from_figures(
+            SPEEDUP_METRIC,
+            [ours, theirs],
+            "ratio",
+            unit="ratio",
+            baseline=base,
+            computed_by=workload_figures,
+            formula=f"decode tok/s with {cell['spec_mode']} / decode tok/s without drafting, same cell "
+            "otherwise; "
+            f"each the cell's {cell['protocol']} figure",
+        )
+    ]
+
+
+def _count_ratios(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
+    figures = []
+    for metric, numerator, denominator, words in COUNT_RATIOS:
+        selection = catalog.rule(cell["protocol"]).select(rows, denominator)
+        if selection.rows[denominator].fillna(0).sum() <= 0:
+            continue
+        figures.append(
+            figure.from_shots(
+                metric,
+                cell,
+                selection,
+                "ratio_of_sums",
+                [numerator, denominator],
+                unit="tokens/step" if metric.endswith("per_step") else "fraction",
+                formula=f"{words} over the shots of the {cell['protocol']} rule",
+                computed_by=workload_figures,
+            )
+        )
+    return figures
+
+
+def _shares(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
+    figures = []
+    for metric, column, meaning in SHARES:
+        if rows[column].isna().all():
+            continue
+        selection = catalog.rule(cell["protocol"]).select(rows, column)
+        note = _divergence_note(selection.rows) if column == "lossless_vs_none" else ""
+        figures.append(
+            figure.from_shots(
+                metric,
+                cell,
+                selection,
+                "share_true",
+                [column],
+                unit="fraction",
+                note=note,
+                formula=f"share of the {cell['protocol']} rule's shots whose {meaning}",
+                computed_by=workload_figures,
+            )
+        )
+    return figures
+
+
+def _divergence_note(rows: pd.DataFrame) -> str:
+    diverged = rows[rows["lossless_vs_none"] == False]  # noqa: E712 -- None means not compared
+    if diverged.empty:
+        return "identical to the no-draft output"
+    first = diverged.sort_values("first_divergence_token").iloc[0]
+    return f"first diverging token {int(first['first_divergence_token'])} in {first['shot_id']}"

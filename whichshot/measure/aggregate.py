@@ -1,0 +1,63 @@
+"""Every job's JSONL -> the versioned Parquet tables; shots tables of older versions read as current.
+
+The shot records are not changed here: the lossless check (which needs two shots) is added to
+copies, and an older table is upgraded in memory, never rewritten.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from whichshot.measure.grid import BASE_WORKLOAD
+from whichshot.measure.lossless import with_lossless
+from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
+from whichshot.telemetry.summary import counter_power_w, power_agrees_with_counter
+
+
+def aggregate(table: str, jsonl_paths: list[Path], out_path: Path) -> None:
+    """One table ('shots' or 'telemetry') from the jobs' JSONL files, validated against its schema."""
+    records = read_jsonl(jsonl_paths)
+    if table == "shots":
+        records = with_lossless(records)
+    schema = record_schema(table)
+    validate_records(records, schema)
+    write_table(records, schema, out_path)
+
+
+def read_shots(path: Path) -> pd.DataFrame:
+    """shots.parquet as a frame with the current schema's columns (see upgrade_shots)."""
+    return upgrade_shots(pd.read_parquet(path))
+
+
+def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
+    """A shots table of any version with the current schema's columns. Columns a version lacked
+    are derived from what it recorded where they can be (version 1 -> 2: prompt_tokens_requested,
+    gpu_energy_power_w, gpu_power_reliable against the counter), else null (not measured)."""
+    shots = shots.copy()
+    for column in record_schema("shots")["properties"]:
+        if column not in shots:
+            shots[column] = None
+    version = shots["schema_version"].fillna(1).astype(int)
+    old = version < 2
+    if old.any():
+        shots.loc[old] = _from_version_1(shots.loc[old])
+    return shots
+
+
+def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.copy()
+    continued = rows["workload"] == BASE_WORKLOAD
+    rows["prompt_tokens_requested"] = rows["prompt_tokens"].where(continued, None)
+    seconds = rows["t_end_mono_s"] - rows["t_request_mono_s"]
+    rows["gpu_energy_power_w"] = [
+        counter_power_w(_value(energy), s) for energy, s in zip(rows["gpu_energy_j"], seconds, strict=True)
+    ]
+    rows["gpu_power_reliable"] = [
+        power_agrees_with_counter(_value(median), _value(counter))
+        for median, counter in zip(rows["gpu_power_median_w"], rows["gpu_energy_power_w"], strict=True)
+    ]
+    return rows
+
+
+def _value(value):
+    return None if value is None or pd.isna(value) else float(value)

@@ -1,0 +1,148 @@
+"""The grid: config -> the list of series (jobs) it expands to. One job is one JSONL file.
+
+Axes: engine x model x prompt length x protocol (cold; warm x rest) x context window x
+prompt order x preconditioning (warm only) x repeat. Every control of seed 000 is an axis here.
+"""
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from whichshot.spec_modes import applies
+
+# The grid's axes: each is a typed column of every shot (marked x-axis in shots.schema.yaml), and a
+# cell is the group of shots that share all of them. A series (one job, one repeat) is part of a cell.
+AXES = ("engine", "model", "workload", "text_kind", "prompt_tokens_requested", "protocol", "rest_s",
+        "precondition_s", "context_tokens_requested", "order", "spec_mode")  # fmt: skip
+BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
+NO_DRAFT = "none"  # the speculative mode that drafts nothing
+
+# Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
+# control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.
+ORDERS = {"same": ("A",), "forward": ("A", "B"), "reverse": ("B", "A")}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One series of shots under one protocol, run start to finish by one Snakemake job."""
+
+    job_id: str
+    engine: str
+    model: str
+    prompt_tokens: int | None  # the grid's prompt length; None for a workload of fixed text
+    protocol: str  # "cold": a fresh process per shot; "warm": consecutive shots in one process
+    rest_s: float
+    context_tokens: int
+    order: str
+    precondition_s: float
+    repeat: int
+    series_length: int
+    workload: str = BASE_WORKLOAD
+    text_kind: str = "real"
+    spec_mode: str = NO_DRAFT
+
+    @property
+    def prompt_key(self) -> str:
+        """Key of this job's prompt in the prompts file."""
+        return f"{self.workload}-{self.text_kind}"
+
+    @property
+    def series_label(self) -> str:
+        """The grid cell this series measures: its id without the repeat."""
+        return self.job_id.rsplit(".rep", 1)[0]
+
+    def fresh_process_before(self, position: int) -> bool:
+        """Whether shot `position` (1-based) of the series must be the first of a new process."""
+        return self.protocol == "cold" or position == 1
+
+    def prompt_variant(self, position: int) -> str:
+        """Which prompt variant shot `position` sends."""
+        variants = ORDERS[self.order]
+        return variants[(position - 1) % len(variants)]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _label(value: float) -> str:
+    return f"{value:g}".replace(".", "p")
+
+
+def _series_kinds(protocol: dict[str, Any]) -> list[tuple[str, float, float, int]]:
+    """(protocol, rest_s, precondition_s, series length) for every series shape in config."""
+    kinds = []
+    if protocol["cold_processes"] > 0:
+        kinds.append(("cold", 0.0, 0.0, protocol["cold_processes"]))
+    if protocol["warm_shots"] > 0:
+        for rest_s, pre_s in itertools.product(protocol["rests_s"], protocol["precondition_s"]):
+            kinds.append(("warm", float(rest_s), float(pre_s), protocol["warm_shots"]))
+    return kinds
+
+
+def _job_id(engine, model, length, name, rest_s, context, order, pre_s, repeat) -> str:
+    shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s-pre{_label(pre_s)}s"
+    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}.rep{repeat}"
+
+
+def expand_jobs(config: dict[str, Any]) -> list[Job]:
+    """The full product of the axes, in a stable order (config order on every axis)."""
+    protocol = config["protocol"]
+    axes = itertools.product(
+        config["engines"],
+        measured_models(config),
+        config["prompts"]["lengths"],
+        _series_kinds(protocol),
+        protocol["context_tokens"],
+        protocol["orders"],
+        range(1, protocol["repeats"] + 1),
+    )
+    jobs = []
+    for engine, model, length, (name, rest_s, pre_s, n), context, order, repeat in axes:
+        job_id = _job_id(engine, model, length, name, rest_s, context, order, pre_s, repeat)
+        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, order, pre_s, repeat, n))
+    return jobs
+
+
+def measured_models(config: dict[str, Any]) -> list[str]:
+    """Models in the grid (a donor-only model has measure: false)."""
+    return [name for name, spec in config["models"].items() if spec["measure"]]
+
+
+def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
+    """engines x models x (workload, text kind) x speculative modes x {cold; warm} x repeats."""
+    from whichshot.prepare.workload_prompts import workload_keys
+    from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
+
+    workloads = config["workloads"]
+    protocol = {**config["protocol"], **_workload_protocol(workloads)}
+    keys = workload_keys(workloads["names"], workloads["text_kinds"])
+    shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
+    context = workloads["context_tokens"]
+    models = workloads["models"] or measured_models(config)
+    modes = config["spec_modes"]
+    axes = itertools.product(config["engines"], models, keys, modes, shapes,
+                             range(1, protocol["repeats"] + 1))  # fmt: skip
+    jobs = []
+    for engine, model, (workload, kind), mode, (name, rest_s, pre_s, n), repeat in axes:
+        if not applies(modes[mode], config["engines"][engine]["kind"]):
+            continue  # the mode has no settings for this engine's kind: skipped, never run as none
+        shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s"
+        job_id = f"{engine}.{model}.{workload}-{kind}.{shape}.ctx{context}.{mode}.rep{repeat}"
+        length = workloads["document_tokens"] if workload in DOCUMENT_WORKLOADS else None
+        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, "same", pre_s, repeat, n,
+                        workload, kind, mode))  # fmt: skip
+    return jobs
+
+
+def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
+    """Workload series lengths where the config sets them apart from the protocol grid's."""
+    keys = ("cold_processes", "warm_shots")
+    return {key: workloads[key] for key in keys if workloads.get(key) is not None}
+
+
+def job_by_id(config: dict[str, Any], job_id: str) -> Job:
+    """Look a job up by its id (raises KeyError for an id the config does not produce)."""
+    for job in expand_jobs(config) + expand_workload_jobs(config):
+        if job.job_id == job_id:
+            return job
+    raise KeyError(job_id)

@@ -1,0 +1,70 @@
+"""Was the machine busy with something else during a shot? CPU time the whole host spent
+(psutil.cpu_times: every CPU, user + system + irq...) minus what the engine process and this
+measuring process spent, over the shot's wall time: the other work, in cores.
+
+A shared or noisy machine shows up here instead of silently in the speed figures. Readings that
+psutil cannot give (a vanished process, no /proc) give None: not measured, never a guess.
+"""
+
+import time
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass
+class _Snapshot:
+    t_s: float
+    host_busy_s: float
+    engine_s: float
+    harness_s: float
+
+
+def _busy_seconds() -> float:
+    times = psutil.cpu_times()
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    return sum(times) - idle - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+
+
+def _process_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+class HostLoad:
+    """Brackets one shot: start() before the request, stop() after it."""
+
+    def __init__(self, engine_pid: int) -> None:
+        self._engine_pid = engine_pid
+        self._engine: psutil.Process | None = None  # set by start()
+        self._harness: psutil.Process | None = None
+        self._start: _Snapshot | None = None
+
+    def _snapshot(self) -> _Snapshot:
+        return _Snapshot(time.monotonic(), _busy_seconds(), _process_seconds(self._engine),
+                         _process_seconds(self._harness))  # fmt: skip
+
+    def start(self) -> None:
+        try:
+            self._engine, self._harness = psutil.Process(self._engine_pid), psutil.Process()
+            self._start = self._snapshot()
+        except (psutil.Error, OSError):
+            self._start = None
+
+    def stop(self) -> dict[str, float | None]:
+        """host_foreign_cpu_s (CPU seconds of other work) and host_foreign_cores (their average)."""
+        if self._start is None:
+            return not_measured()
+        try:
+            end = self._snapshot()
+        except (psutil.Error, OSError):
+            return not_measured()
+        begin = self._start
+        foreign = (end.host_busy_s - begin.host_busy_s) - (end.engine_s - begin.engine_s)
+        foreign = max(0.0, foreign - (end.harness_s - begin.harness_s))  # clock ticks can undercount
+        wall = end.t_s - begin.t_s
+        return {"host_foreign_cpu_s": foreign, "host_foreign_cores": foreign / wall if wall > 0 else None}
+
+
+def not_measured() -> dict[str, None]:
+    return {"host_foreign_cpu_s": None, "host_foreign_cores": None}

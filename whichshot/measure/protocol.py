@@ -1,0 +1,254 @@
+"""Run one series (job): start processes, send shots, rest, record every shot durably."""
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import requests
+
+from engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
+from whichshot.atomic import JsonlJournal
+from whichshot.errors import EngineDied, WhichshotError
+from whichshot.hashing import sha256_text
+from whichshot.measure.grid import BASE_WORKLOAD, Job
+from whichshot.measure.host_load import HostLoad
+from whichshot.measure.quality_fields import quality_fields
+from whichshot.measure.records import (
+    SCHEMA_VERSION,
+    client_fields,
+    empty_result_fields,
+    engine_fields,
+    output_fields,
+)
+
+
+class ShotTelemetry(Protocol):
+    """Brackets each shot with samples and summarises the window."""
+
+    def mark(self) -> None: ...
+
+    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict: ...
+
+
+@dataclass
+class JobContext:
+    """Everything one job needs, resolved from config and the upstream stages."""
+
+    job: Job
+    run_id: str
+    engine: Engine
+    build: dict[str, Any]
+    model_path: Path
+    model: dict[str, Any]
+    prompts: dict[str, Any]
+    settings: ServerSettings
+    output_tokens: int
+    shot_timeout_s: float
+    log_dir: Path
+    identity: dict[str, Any] = field(default_factory=dict)
+    workload_output_tokens: int = 256
+    spec_params: dict[str, Any] = field(default_factory=dict)
+    telemetry: ShotTelemetry | None = None
+
+
+@dataclass
+class _ProcessState:
+    server: RunningEngine
+    process_id: str
+    start_reason: str
+    shots_served: int = 0
+    precondition_shots: int = 0
+
+
+def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
+    """Run every shot of the series that the journal does not already hold; then promote it."""
+    records = journal.read_existing()
+    with _writable(journal):
+        journal.rewrite(records)
+    finished = {r["series_position"] for r in records}
+    process_seq = 1 + max((r["process_seq"] for r in records), default=0)
+    state: _ProcessState | None = None
+    engine_died = False
+    try:
+        for position in range(1, ctx.job.series_length + 1):
+            if position in finished:
+                continue
+            if state is None or ctx.job.fresh_process_before(position):
+                reason = _start_reason(ctx.job, position, engine_died)
+                _stop(state)
+                state = _start(ctx, process_seq, reason)
+                process_seq += 1
+                if ctx.job.protocol == "warm":
+                    _precondition(ctx, state)
+            elif ctx.job.rest_s > 0:
+                time.sleep(ctx.job.rest_s)
+            record = _run_shot(ctx, state, position)
+            with _writable(journal):
+                journal.append(record)
+            records.append(record)
+            if record["engine_died"]:
+                _stop(state)
+                state, engine_died = None, True
+    finally:
+        _stop(state)
+    with _writable(journal):
+        journal.promote()
+    return records
+
+
+@contextlib.contextmanager
+def _writable(journal: JsonlJournal) -> Iterator[None]:
+    """A results disk that refuses a write stops the job with one line; written shots stay."""
+    try:
+        yield
+    except OSError as exc:
+        raise WhichshotError(
+            f"cannot write {journal.partial_path}: {exc.strerror or exc}; the shots written "
+            "before this are kept there and a rerun resumes from them"
+        ) from None
+
+
+def _start_reason(job: Job, position: int, engine_died: bool) -> str:
+    if job.protocol == "cold":
+        return "cold"
+    if engine_died:
+        return "after_engine_death"
+    return "series_start" if position == 1 else "resumed"
+
+
+def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
+    log_path = ctx.log_dir / f"process{seq}.log"
+    server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, log_path)
+    return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason)
+
+
+def _stop(state: _ProcessState | None) -> None:
+    if state is not None:
+        state.server.stop()
+
+
+def _prompt(ctx: JobContext, variant: str) -> dict[str, Any]:
+    if ctx.job.workload == BASE_WORKLOAD:
+        return ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
+    return ctx.prompts["workloads"][ctx.job.prompt_key]
+
+
+def _request(ctx: JobContext, variant: str) -> ShotRequest:
+    # continue_text decodes a fixed count (speed only); workloads stop where the model stops.
+    fixed_length = ctx.job.workload == BASE_WORKLOAD
+    return ShotRequest(
+        prompt_token_ids=_prompt(ctx, variant)["token_ids"],
+        max_output_tokens=ctx.output_tokens if fixed_length else ctx.workload_output_tokens,
+        ignore_eos=fixed_length,
+        timeout_s=ctx.shot_timeout_s,
+    )
+
+
+def _precondition(ctx: JobContext, state: _ProcessState) -> None:
+    """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing."""
+    deadline = time.monotonic() + ctx.job.precondition_s
+    while time.monotonic() < deadline:
+        state.server.shot(_request(ctx, "A"))
+        state.shots_served += 1
+        state.precondition_shots += 1
+
+
+def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
+    state.shots_served += 1
+    variant = ctx.job.prompt_variant(position)
+    request = _request(ctx, variant)
+    record = _identity(ctx, state, position)
+    record["prompt_variant"] = variant
+    record["prompt_sha256"] = sha256_text(",".join(map(str, request.prompt_token_ids)))
+    if ctx.telemetry is not None:
+        ctx.telemetry.mark()
+    host_load = HostLoad(state.server.process.pid)
+    host_load.start()
+    t_start_s = time.monotonic()
+    try:
+        outcome = state.server.shot(request)
+    except (WhichshotError, requests.RequestException) as exc:
+        record.update(host_load.stop())
+        # A dropped connection may come a moment before the process is seen dead: wait a little.
+        lost = isinstance(exc, requests.RequestException)
+        died = isinstance(exc, EngineDied) or state.server.process.exited(grace_s=1.0 if lost else 0.0)
+        record.update(empty_result_fields())
+        record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
+        record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
+        return _with_telemetry(ctx, record, None)
+    record.update(host_load.stop())
+    record.update(client_fields(outcome, len(request.prompt_token_ids)))
+    record.update(engine_fields(outcome))
+    record.update(output_fields(outcome))
+    record.update(quality_fields(outcome, request.prompt_token_ids, _prompt(ctx, variant)))
+    record.update(t_request_mono_s=outcome.t_request_s, t_end_mono_s=outcome.t_end_s)
+    record.update(status="ok", error=None, engine_died=False)
+    return _with_telemetry(ctx, record, record["output_tokens"])
+
+
+def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) -> dict:
+    if ctx.telemetry is not None:
+        ctx.telemetry.mark()
+        window = (record["t_request_mono_s"], record["t_end_mono_s"])
+        record.update(ctx.telemetry.summarize(*window, output_tokens))
+    return record
+
+
+def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
+    job = ctx.job
+    server = state.server
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "job_id": job.job_id,
+        "shot_id": f"{job.job_id}/shot{position}",
+        "engine": job.engine,
+        "engine_kind": ctx.engine.kind,
+        "build_id": ctx.build["build_id"],
+        "engine_dtype": ctx.build.get("dtype"),
+        "model": job.model,
+        "model_sha256": ctx.model["sha256"],
+        "model_file_type": ctx.model["metadata"]["file_type"],
+        "model_weights": ctx.model.get("weights", "real"),
+        "workload": job.workload,
+        "text_kind": job.text_kind,
+        "corpus": ctx.prompts["corpus"] if job.workload == BASE_WORKLOAD else job.prompt_key,
+        "prompt_tokens": len(_prompt(ctx, job.prompt_variant(position))["token_ids"]),
+        "prompt_tokens_requested": job.prompt_tokens,
+        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
+        "order": job.order,
+        "precondition_s": job.precondition_s,
+        "precondition_shots": state.precondition_shots,
+        "series_label": job.series_label,
+        "spec_mode": job.spec_mode,
+        "protocol": job.protocol,
+        "rest_s": job.rest_s,
+        "repeat": job.repeat,
+        "series_position": position,
+        "series_length": job.series_length,
+        "process_id": state.process_id,
+        "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
+        "process_start_reason": state.start_reason,
+        "pid": server.process.pid,
+        "shot_index": state.shots_served,
+        "process_ready_s": server.ready_s,
+        "process_age_s": time.monotonic() - server.process.t_spawn_s,
+        "context_tokens_requested": ctx.settings.context_tokens,
+        "context_tokens_engine": server.context_tokens,
+        **_startup_facts(server),
+        "output_tokens_requested": ctx.output_tokens,
+        "threads": ctx.settings.threads,
+        "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        **ctx.identity,
+    }
+
+
+def _startup_facts(server: Any) -> dict[str, Any]:
+    """KV cache facts the engine printed at start-up (None where an engine does not say)."""
+    facts = getattr(server, "startup_facts", {})
+    return {key: facts.get(key) for key in ("kv_cache_mib", "kv_cache_cells", "kv_cache_type")}

@@ -1,0 +1,77 @@
+"""One immutable shot record: identity, client timings, engine timings, quality, status."""
+
+from dataclasses import asdict
+from typing import Any
+
+from engines.base import ShotOutcome
+from whichshot.hashing import sha256_text
+from whichshot.measure.timing import client_timings, token_arrival_times
+from whichshot.tables import record_schema
+
+SCHEMA_VERSION: int = record_schema("shots")["x-schema-version"]
+
+
+def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
+    """Timings from our own clock (measured) and the tok/s derived from them."""
+    arrivals = token_arrival_times(outcome.token_events)
+    timings = client_timings(outcome.t_request_s, arrivals, outcome.t_end_s, prompt_tokens)
+    fields = asdict(timings)
+    fields["first_token_mono_s"] = arrivals[0] if arrivals else None
+    fields["last_token_mono_s"] = arrivals[-1] if arrivals else None
+    return fields
+
+
+def engine_fields(outcome: ShotOutcome) -> dict[str, Any]:
+    """What the engine reported about the shot, under engine_* names."""
+    timings = outcome.engine_timings
+    return {
+        "engine_prompt_tokens": outcome.prompt_tokens_engine,
+        "engine_prompt_ms": timings.get("prompt_ms"),
+        "engine_prefill_tok_s": timings.get("prompt_per_second"),
+        "engine_output_tokens": timings.get("predicted_n"),
+        "engine_decode_ms": timings.get("predicted_ms"),
+        "engine_decode_tok_s": timings.get("predicted_per_second"),
+        "engine_cached_tokens": timings.get("cache_n"),
+        "engine_draft_tokens": timings.get("draft_n"),
+        "engine_draft_accepted": timings.get("draft_n_accepted"),
+        "engine_draft_mean_len": timings.get("draft_mean_len"),
+        "stop_reason": outcome.stop_reason,
+        **server_counter_fields(outcome.server_counters),
+    }
+
+
+SERVER_COUNTER_COLUMNS = {
+    "server_spec_draft_tokens_delta": "draft_tokens",
+    "server_spec_accepted_tokens_delta": "accepted_tokens",
+    "server_spec_drafts_delta": "drafts",
+    "server_metrics_source": "source",
+}
+
+
+def server_counter_fields(counters: dict[str, Any]) -> dict[str, Any]:
+    """Deltas of the server's process-wide /metrics counters over the shot (None = not read)."""
+    return {column: counters.get(key) for column, key in SERVER_COUNTER_COLUMNS.items()}
+
+
+def output_fields(outcome: ShotOutcome) -> dict[str, Any]:
+    """The output itself (untrusted text) and its fingerprint."""
+    return {
+        "output_token_ids": outcome.output_token_ids,
+        "output_text": outcome.output_text,
+        "output_sha256": sha256_text(",".join(map(str, outcome.output_token_ids))),
+    }
+
+
+def empty_result_fields() -> dict[str, Any]:
+    """The result columns of a shot that produced nothing (failed)."""
+    keys = [
+        "ttft_s", "prefill_tok_s", "decode_tok_s", "e2e_s", "output_tokens", "decode_span_s",
+        "first_token_mono_s", "last_token_mono_s", "engine_prompt_tokens", "engine_prompt_ms",
+        "engine_prefill_tok_s", "engine_output_tokens", "engine_decode_ms", "engine_decode_tok_s",
+        "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "engine_draft_mean_len",
+        "stop_reason",
+        "output_text", "output_sha256",
+    ]  # fmt: skip
+    fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS])
+    fields["output_token_ids"] = []
+    return fields

@@ -1,0 +1,84 @@
+"""A series with its telemetry: one sampler for the whole job; each shot gets a summary."""
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from whichshot.atomic import JsonlJournal, write_text_atomic
+from whichshot.measure.protocol import JobContext, run_job
+from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends, summarize_shot
+from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
+
+
+class RecorderTelemetry:
+    """The protocol's per-shot telemetry hooks on top of one TelemetryRecorder."""
+
+    def __init__(self, recorder: TelemetryRecorder, caveats: list[dict[str, str]]) -> None:
+        self.recorder = recorder
+        unreadable = {c["sensor"] for c in caveats if c["id"] == NOT_READABLE}
+        self.not_measured = "|".join(sorted(unreadable)) or None
+        fallbacks = {f"{c['sensor']}: {c['reason']}" for c in caveats if c["id"] == FALLBACK}
+        self.fallbacks = "|".join(sorted(fallbacks)) or None
+
+    def mark(self) -> None:
+        self.recorder.mark()
+
+    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict:
+        samples = self.recorder.samples_around(t_start_s, t_end_s)
+        summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens)
+        return {
+            **summary,
+            "telemetry_not_measured": self.not_measured,
+            "telemetry_fallbacks": self.fallbacks,
+            "telemetry_gaps": shot_gaps(self.recorder.gaps, samples, t_start_s, t_end_s),
+        }
+
+
+def shot_gaps(
+    gaps: list[dict[str, Any]], samples: list[dict], t_start_s: float, t_end_s: float
+) -> str | None:
+    """'|'-joined 'backend.sensor: error' for sensors that failed mid-run and gave no reading in
+    this shot from the failure on (a sensor that came back before the shot is not listed)."""
+    failed = set()
+    for gap in gaps:
+        sensor, onset_s = gap["sensor"], gap["t_mono_s"]
+        if onset_s > t_end_s:
+            continue
+        if sensor in SAMPLE_COLUMNS:
+            later = [s[sensor] for s in samples if s["t_mono_s"] >= max(onset_s, t_start_s)]
+            if any(value is not None for value in later):
+                continue
+        elif onset_s < t_start_s:
+            continue
+        failed.add(f"{gap['backend']}.{sensor}: {gap['error']}")
+    return "|".join(sorted(failed)) or None
+
+
+def run_series_with_telemetry(
+    ctx: JobContext, shots_path: Path, telemetry_path: Path, telemetry: dict[str, Any]
+) -> None:
+    """Run the job's shots under the sampler; then write its samples tagged with shot and process."""
+    backends, caveats = open_backends(telemetry["backends"])
+    recorder = TelemetryRecorder(backends, interval_s=telemetry["interval_s"])
+    ctx.telemetry = RecorderTelemetry(recorder, caveats)
+    try:
+        with recorder:
+            records = run_job(ctx, JsonlJournal(shots_path))
+    finally:
+        close_backends(backends)
+    samples = recorder.samples_between(-math.inf, math.inf)
+    lines = [json.dumps(tag_sample(ctx.job.job_id, s, records)) + "\n" for s in samples]
+    write_text_atomic(telemetry_path, "".join(lines))
+
+
+def tag_sample(job_id: str, sample: dict[str, Any], shots: list[dict[str, Any]]) -> dict:
+    """The sample with the job, and the shot and process whose window holds it (else None)."""
+    t_s = sample["t_mono_s"]
+    inside = next((s for s in shots if s["t_request_mono_s"] <= t_s <= s["t_end_mono_s"]), None)
+    return {
+        "job_id": job_id,
+        "shot_id": inside["shot_id"] if inside else None,
+        "process_id": inside["process_id"] if inside else None,
+        **sample,
+    }

@@ -1,0 +1,19 @@
+"""ServerSettings from the config's engine and server sections."""
+
+from typing import Any
+
+from engines.base import ServerSettings
+
+
+def server_settings(
+    engine: dict[str, Any], server: dict[str, Any], context_tokens: int, extra_args: tuple[str, ...] = ()
+) -> ServerSettings:
+    """How every process of this engine is started."""
+    return ServerSettings(
+        threads=engine["threads"],
+        context_tokens=context_tokens,
+        port=server["port"],
+        ready_timeout_s=server["ready_timeout_s"],
+        gpu_layers=engine.get("gpu_layers", 0),  # only llama_cpp engines have the key
+        extra_args=extra_args,
+    )

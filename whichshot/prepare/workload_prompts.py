@@ -1,0 +1,99 @@
+"""Workload prompts as exact token sequences: documents cut with the engine's own tokenizer,
+the model's chat template applied where it has one (a plain completion prompt where not)."""
+
+from typing import Any
+
+from engines.base import RunningEngine
+from whichshot.errors import WhichshotError
+from whichshot.prepare import workloads as wl
+
+# Which text kinds each workload has: new_code and explain have no input document.
+TEXT_KINDS = {
+    "verbatim_recall": ("real", "synthetic"),
+    "needle": ("real", "synthetic"),
+    "edit_file": ("real", "synthetic"),
+    "new_code": ("real",),
+    "explain": ("real",),
+}
+_CHARS_PER_TOKEN_GUESS = 3.0  # only sizes the over-long draft document before the exact cut
+EDIT_MODULE = "colorsys"  # a real stdlib module small enough for a CPU shot
+
+
+def workload_keys(names: list[str], text_kinds: list[str]) -> list[tuple[str, str]]:
+    """(workload, text kind) pairs the config asks for."""
+    return [(name, kind) for name in names for kind in TEXT_KINDS[name] if kind in text_kinds]
+
+
+def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, seed: int) -> str:
+    """A document of exactly n_tokens tokens with the needle planted once in its first half."""
+    budget_chars = int(2.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
+    source = wl.pydoc_sections() if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
+    # Sections short enough that several whole ones fit: one of them is the section to recall.
+    source = [(title, text) for title, text in source if len(text) <= budget_chars / 4]
+    sections, total, needle_at = [], 0, 0
+    for title, text in source:
+        sections.append((title, text))
+        total += len(text)
+        needle_at += total < 0.3 * budget_chars  # the needle goes before the section crossing 30 %
+        if total >= budget_chars:
+            break
+    if len(sections) < 3:
+        raise WhichshotError(
+            f"document_tokens={n_tokens} leaves too few whole sections to mark one; raise document_tokens"
+        )
+    fraction = needle_at / len(sections)
+    ids = engine.tokenize(wl.make_document(sections, needle, needle_position_fraction=fraction))
+    if len(ids) < n_tokens:
+        raise WhichshotError(f"{text_kind} document has only {len(ids)} tokens, {n_tokens} asked")
+    document = engine.detokenize(ids[:n_tokens])
+    if document.count(needle) != 1:
+        raise WhichshotError(
+            f"the needle did not survive the cut to {n_tokens} tokens; raise document_tokens"
+        )
+    return document
+
+
+def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    seed = cfg["seed"]
+    if name in wl.DOCUMENT_WORKLOADS:
+        needle = wl.make_passphrase(seed)
+        document = _document(engine, kind, cfg["document_tokens"], needle, seed)
+        source = {"corpus": "pydoc_topics" if kind == "real" else "synthetic_filler",
+                  "document_tokens": cfg["document_tokens"]}  # fmt: skip
+        try:
+            if name == "needle":
+                return wl.needle_question(document, needle, seed, kind, source)
+            return wl.verbatim_recall(document, None, seed, needle, kind, source)
+        except ValueError as exc:
+            raise WhichshotError(
+                f"{name} ({kind}) with document_tokens={source['document_tokens']}: {exc}"
+            ) from None
+    if name == "edit_file":
+        return wl.edit_file(EDIT_MODULE, seed) if kind == "real" else wl.edit_file_synthetic(seed, 6)
+    return wl.new_code(seed) if name == "new_code" else wl.explain(seed)
+
+
+def build_workload_prompts(
+    engine: RunningEngine, cfg: dict[str, Any], has_chat_template: bool, bos_token_id: int | None
+) -> dict[str, Any]:
+    """Every configured (workload, text kind) as token ids plus the checks for its output."""
+    prompts = {}
+    for name, kind in workload_keys(cfg["names"], cfg["text_kinds"]):
+        item = _workload_dict(engine, name, kind, cfg)
+        if has_chat_template:
+            text, style = engine.apply_chat_template(item["messages"]), "chat template"
+            ids = engine.tokenize(text, parse_special=True)
+        else:
+            text, style = item["completion_prompt"], "plain completion (model has no chat template)"
+            ids = ([bos_token_id] if bos_token_id is not None else []) + engine.tokenize(text)
+        prompts[f"{name}-{kind}"] = {
+            "workload": name,
+            "text_kind": kind,
+            "prompt_style": style,
+            "token_ids": ids,
+            "prompt_tokens": len(ids),
+            "text": text,
+            "checks": item["checks"],
+            "source": item["source"],
+        }
+    return prompts
