@@ -36,13 +36,19 @@ class ShotOutcome:
     t_request_s: float
     t_end_s: float
     token_events: list[tuple[float, int]]
-    output_token_ids: list[int]
+    output_token_ids: list[int | None]  # None: an id the stream did not carry (see engines.stream)
     output_text: str
     prompt_tokens_engine: int | None
     engine_timings: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
     # Deltas of the server's process-wide Prometheus counters over the shot ({} = not read).
     server_counters: dict[str, Any] = field(default_factory=dict)
+    # How many of output_token_ids the stream itself carried; where they came from if not all.
+    output_tokens_streamed: int | None = None
+    output_ids_source: str = "stream"
+    # Requests the engine served beyond the shot to complete its record (a replay): they count
+    # as served by the process, so the next shot's index shows them.
+    extra_requests: int = 0
 
 
 class RunningEngine(Protocol):

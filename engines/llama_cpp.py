@@ -16,13 +16,14 @@ import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
 from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
+from engines.stream import known_positions, reconcile, stream_outcome
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.measure.sse import MalformedStream, post_stream
+from whichshot.measure.sse import post_stream
 from whichshot.prepare import pypi
 
 BINARIES = ("llama-server", "llama-bench")
@@ -135,18 +136,7 @@ class LlamaServer:
         return requests.post(f"{self.base_url}/detokenize", json=body, timeout=120).json()["content"]
 
     def shot(self, request: ShotRequest) -> ShotOutcome:
-        payload = {
-            "prompt": request.prompt_token_ids,
-            "n_predict": request.max_output_tokens,
-            "ignore_eos": request.ignore_eos,
-            "stream": True,
-            "cache_prompt": False,
-            "return_tokens": True,
-            "temperature": 0.0,
-            "top_k": 1,
-            "samplers": ["top_k"],
-            "seed": 0,
-        }
+        payload = completion_payload(request)
         try:
             streamed = post_stream(
                 f"{self.base_url}/completion",
@@ -156,11 +146,34 @@ class LlamaServer:
             )
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
-        outcome = stream_outcome(
-            streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens
-        )
+        outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
         self._add_log_facts(outcome)
+        if None in outcome.output_token_ids:
+            self._recover_ids(outcome, payload, request.timeout_s)
+        reconcile(outcome, request)
         return outcome
+
+    def _recover_ids(self, outcome: ShotOutcome, payload: dict[str, Any], timeout_s: float) -> None:
+        """Fill the ids the stream held back from a non-streamed replay of the same greedy request in
+        the same process, accepted only where the replay has every streamed id at its position and
+        the same text; otherwise the ids stay missing and reconcile fails the shot."""
+        try:
+            replay = requests.post(f"{self.base_url}/completion", json={**payload, "stream": False},
+                                   timeout=timeout_s).json()  # fmt: skip
+        except (requests.RequestException, ValueError) as exc:
+            raise self.process.request_failure(exc) from None
+        outcome.extra_requests += 1
+        ids = replay.get("tokens")
+        known = known_positions(outcome)
+        agrees = (
+            isinstance(ids, list)
+            and len(ids) == len(outcome.output_token_ids)
+            and all(ids[p] == i for p, i in known.items())
+            and replay.get("content") == outcome.output_text
+        )
+        if agrees:
+            outcome.output_token_ids = list(ids)
+            outcome.output_ids_source = "replay"
 
     def _add_log_facts(self, outcome: ShotOutcome) -> None:
         """Read the request's log lines; the draft line comes last, and only when the engine drafted."""
@@ -173,48 +186,20 @@ class LlamaServer:
         return self.process.stop()
 
 
-def stream_outcome(t_request_s: float, t_end_s: float, events: list, max_tokens: int) -> ShotOutcome:
-    """A ShotOutcome from llama-server-shaped events (token ids per event, a final stop event),
-    checked: a cut-off stream, an over-long output or malformed fields fail the shot."""
-    token_events, token_ids, text_parts = [], [], []
-    final: dict[str, Any] = {}
-    for t_arrival_s, event in events:
-        ids = _event_tokens(event)
-        if ids:
-            token_events.append((t_arrival_s, len(ids)))
-            token_ids.extend(ids)
-        text_parts.append(_event_text(event))
-        if event.get("stop"):
-            final = event
-    if not final:
-        raise MalformedStream("the stream ended without its final (stop) event: the output is incomplete")
-    if len(token_ids) > max_tokens:
-        raise MalformedStream(f"output longer than asked: {len(token_ids)} tokens for n_predict {max_tokens}")
-    timings = final.get("timings", {})
-    return ShotOutcome(
-        t_request_s=t_request_s,
-        t_end_s=t_end_s,
-        token_events=token_events,
-        output_token_ids=token_ids,
-        output_text="".join(text_parts),
-        prompt_tokens_engine=timings.get("prompt_n"),
-        engine_timings=timings,
-        stop_reason=final.get("stop_type"),
-    )
-
-
-def _event_tokens(event: dict[str, Any]) -> list[int]:
-    ids = event.get("tokens") or []
-    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise MalformedStream(f"event 'tokens' is not a list of token ids: {str(ids)[:80]}")
-    return ids
-
-
-def _event_text(event: dict[str, Any]) -> str:
-    text = event.get("content", "")
-    if not isinstance(text, str):
-        raise MalformedStream(f"event 'content' is not text: {str(text)[:80]}")
-    return text
+def completion_payload(request: ShotRequest) -> dict[str, Any]:
+    """/completion's body for one shot: the exact prompt ids, greedy, no prompt cache, ids back."""
+    return {
+        "prompt": request.prompt_token_ids,
+        "n_predict": request.max_output_tokens,
+        "ignore_eos": request.ignore_eos,
+        "stream": True,
+        "cache_prompt": False,
+        "return_tokens": True,
+        "temperature": 0.0,
+        "top_k": 1,
+        "samplers": ["top_k"],
+        "seed": 0,
+    }
 
 
 # -- build helpers ------------------------------------------------------------------------

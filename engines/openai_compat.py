@@ -22,6 +22,7 @@ from typing import Any
 import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from engines.stream import check_counts
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
@@ -147,16 +148,23 @@ class OpenAIServer:
             raise self.process.request_failure(exc) from None
         after = self._metrics()
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
+        counted = sum(n for _t, n in outcome.token_events)
+        check_counts(counted, outcome.engine_timings.get("predicted_n"), outcome.stop_reason, request)
         if not outcome.output_token_ids and outcome.output_text:
+            # The server sent no ids: these are the text's tokens, not necessarily the ones generated.
             outcome.output_token_ids = self.tokenize(outcome.output_text, parse_special=True)
+            outcome.output_ids_source = "retokenized text"
         if before is not None and after is not None:
             outcome.server_counters = counter_deltas(before, after)
         return outcome
 
     def _payload(self, request: ShotRequest) -> tuple[dict[str, Any], str]:
         ids = request.prompt_token_ids
+        # timings_per_token: llama-server then sends its cumulative count with every chunk (other
+        # servers ignore the field), which is what a chunk of several tokens needs to be timed right.
         payload: dict[str, Any] = {"max_tokens": request.max_output_tokens, "temperature": 0,
-                                   "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+                                   "stream": True, "stream_options": {"include_usage": True},
+                                   "timings_per_token": True}  # fmt: skip
         if request.ignore_eos:
             payload["ignore_eos"] = True
         if self.model_name:
@@ -185,7 +193,11 @@ class OpenAIServer:
 
 
 def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutcome:
-    """A ShotOutcome from OpenAI stream chunks; the token count must agree with usage."""
+    """A ShotOutcome from OpenAI stream chunks. A chunk counts the tokens it carries: its token ids
+    where the server sends them, else the step of the server's cumulative count (llama-server's
+    per-chunk timings.predicted_n), else one if it holds text; a chunk without text (the role-only
+    first chunk of a chat stream, the final one) counts none and does not start TTFT. The count must
+    agree with usage.completion_tokens."""
     token_events: list[tuple[float, int]] = []
     token_ids: list[int] = []
     text_parts: list[str] = []
@@ -194,11 +206,12 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
     finish = None
     for t_arrival_s, event in events:
         usage = event.get("usage") or usage
+        previous = timings.get("predicted_n", 0)
         timings = event.get("timings") or timings
         for choice in event.get("choices") or []:
             text, ids = _choice_text(choice), choice.get("token_ids")
             finish = choice.get("finish_reason") or finish
-            n = len(ids) if isinstance(ids, list) else int(bool(text) or choice.get("finish_reason") is None)
+            n = _chunk_tokens(text, ids, timings.get("predicted_n", 0) - previous)
             if n:
                 token_events.append((t_arrival_s, n))
                 token_ids.extend(ids or [])
@@ -220,7 +233,16 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
         prompt_tokens_engine=usage.get("prompt_tokens"),
         engine_timings=engine_timings,
         stop_reason={"length": "limit", "stop": "eos"}.get(finish, finish),
+        output_tokens_streamed=len(token_ids) if len(token_ids) == counted else 0,
     )
+
+
+def _chunk_tokens(text: str, ids: Any, counted_step: int) -> int:
+    if isinstance(ids, list):
+        return len(ids)
+    if counted_step > 0:
+        return counted_step
+    return 1 if text else 0
 
 
 def _choice_text(choice: dict[str, Any]) -> str:

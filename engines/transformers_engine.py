@@ -15,7 +15,7 @@ from typing import Any
 import requests
 
 from engines.base import ServerSettings, ShotOutcome, ShotRequest
-from engines.llama_cpp import stream_outcome
+from engines.stream import reconcile, stream_outcome
 from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
@@ -168,9 +168,9 @@ class HfServer:
                                    max_events=request.max_output_tokens + 2)  # fmt: skip
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
-        return stream_outcome(
-            streamed.t_request_s, streamed.t_end_s, streamed.events, request.max_output_tokens
-        )
+        outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
+        reconcile(outcome, request)
+        return outcome
 
     def stop(self) -> int | None:
         return self.process.stop()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engines import load_engine
-from engines.base import ServerSettings
+from engines.base import ServerSettings, ShotRequest
 from engines.openai_compat import chunks_outcome, substitute
 from tests.fault_kit import real_engine
 from tests.pipeline import filled_config
@@ -125,3 +125,36 @@ def test_a_stream_that_disagrees_with_usage_fails_instead_of_guessing():
     outcome = chunks_outcome(0.0, 2.2, events)
     assert outcome.token_events == [(1.0, 1), (2.0, 4)] and outcome.output_token_ids == [6, 7, 8, 9, 10]
     assert outcome.stop_reason == "limit" and outcome.prompt_tokens_engine == 3
+
+
+def test_a_role_only_chunk_is_no_token_and_does_not_start_ttft():
+    events = [
+        (0.5, {"choices": [{"delta": {"role": "assistant", "content": None}, "finish_reason": None}]}),
+        (1.0, {"choices": [{"delta": {"content": "Hi"}, "finish_reason": None}]}),
+        (1.5, {"choices": [{"delta": {}, "finish_reason": "stop"}]}),
+        (1.6, {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+    ]
+    outcome = chunks_outcome(0.0, 2.0, events)
+    assert outcome.token_events == [(1.0, 1)]  # the first token arrived at 1.0, not 0.5
+
+
+def test_chat_against_llama_server_counts_every_token_of_multi_token_chunks(
+    tmp_path, llama_server_binary, model_path
+):
+    """A real /v1/chat/completions stream whose emoji span several tokens per chunk."""
+    spec = openai_spec(llama_server_binary)
+    spec["api"] = "chat"
+    engine = load_engine("openai")
+    build = engine.build(spec, cache_root(""), 1)
+    server = engine.start(
+        build, model_path, ServerSettings(threads=2, context_tokens=512), tmp_path / "chat.log"
+    )
+    try:
+        ids = server.tokenize("Write two lines about the moon, each ending with the emoji 🌙🌙🌙.")
+        outcome = server.shot(ShotRequest(ids, 24, ignore_eos=True, timeout_s=120))
+    finally:
+        server.stop()
+    counts = [n for _t, n in outcome.token_events]
+    assert sum(counts) == 24 == outcome.engine_timings["predicted_n"]
+    assert max(counts) > 1, counts  # a chunk that completed a character carried several tokens
+    assert outcome.stop_reason == "limit" and "🌙" in outcome.output_text

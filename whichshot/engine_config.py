@@ -14,10 +14,10 @@ def _fail(where: str, problem: str) -> None:
 
 def check_engines(config: dict[str, Any]) -> None:
     """An openai engine's server must be told to bind 127.0.0.1 (in argv or env)."""
-    for name, spec in config.get("engines", {}).items():
-        if spec.get("kind") != "openai":
+    for name, spec in config["engines"].items():
+        if spec["kind"] != "openai":
             continue
-        words = [*spec["argv"], *spec.get("env", {}).values()]
+        words = [*spec["argv"], *spec["env"].values()]
         if not any(loop in word for word in words for loop in LOOPBACK_NAMES):
             _fail(
                 f"engines.{name}.argv",
@@ -27,8 +27,8 @@ def check_engines(config: dict[str, Any]) -> None:
 
 def check_spec_modes(config: dict[str, Any]) -> None:
     """Each mode: a known draft model used by exactly the settings that draft, and some engine runs it."""
-    kinds = {spec.get("kind", "llama_cpp") for spec in config.get("engines", {}).values()}
-    for name, mode in config.get("spec_modes", {}).items():
+    kinds = {spec["kind"] for spec in config["engines"].values()}
+    for name, mode in config["spec_modes"].items():
         where = f"spec_modes.{name}"
         draft = mode.get("draft_model")
         if draft is not None and draft not in config["models"]:

@@ -31,12 +31,12 @@ def _values(rows: pd.DataFrame, column: str) -> list[float]:
     return [float(v) for v in rows[column].dropna()]
 
 
-def median(rows: pd.DataFrame, columns: Sequence[str], params: Mapping[str, Any]) -> float | None:
+def median(rows: pd.DataFrame, columns: Sequence[str], params: Mapping[str, Any], inputs=()) -> float | None:
     values = _values(rows, columns[0])
     return statistics.median(values) if values else None
 
 
-def median_of_series_medians(rows, columns, params) -> float | None:
+def median_of_series_medians(rows, columns, params, inputs=()) -> float | None:
     per_series = [
         m
         for _job, series in rows.groupby("job_id", sort=False)
@@ -45,34 +45,34 @@ def median_of_series_medians(rows, columns, params) -> float | None:
     return statistics.median(per_series) if per_series else None
 
 
-def maximum(rows, columns, params) -> float | None:
+def maximum(rows, columns, params, inputs=()) -> float | None:
     values = _values(rows, columns[0])
     return max(values) if values else None
 
 
-def ratio_of_sums(rows, columns, params) -> float | None:
+def ratio_of_sums(rows, columns, params, inputs=()) -> float | None:
     numerator, denominator = (rows[c].fillna(0).sum() for c in columns)
     return float(numerator / denominator) if denominator > 0 else None
 
 
-def median_of_ratios(rows, columns, params) -> float | None:
+def median_of_ratios(rows, columns, params, inputs=()) -> float | None:
     both = rows.dropna(subset=list(columns))
     both = both[both[columns[1]] != 0]
     ratios = (both[columns[0]] / both[columns[1]]).tolist()
     return statistics.median(ratios) if ratios else None
 
 
-def share_true(rows, columns, params) -> float | None:
+def share_true(rows, columns, params, inputs=()) -> float | None:
     values = rows[columns[0]].dropna()
     return float(values.astype(bool).mean()) if len(values) else None
 
 
-def count_rows(rows, columns, params) -> float | None:
+def count_rows(rows, columns, params, inputs=()) -> float | None:
     """How many of the cited shots are ok (a cell's completeness)."""
     return float((rows["status"] == "ok").sum())
 
 
-def count_outliers(rows, columns, params) -> float | None:
+def count_outliers(rows, columns, params, inputs=()) -> float | None:
     """Shots whose value in any column has |robust z| above the threshold within their series."""
     flagged = outlier_mask(rows, columns, params["threshold"])
     return float(flagged.sum())
@@ -89,9 +89,10 @@ def outlier_mask(rows: pd.DataFrame, columns: Sequence[str], threshold: float) -
     return mask
 
 
-def count_clock_drops(rows, columns, params, reference_mhz: float | None = None) -> float | None:
-    """Shots whose minimum clock fell more than `fraction` below the reference while thermal
-    slowdown was reported false (unknown is not counted)."""
+def count_clock_drops(rows, columns, params, inputs=()) -> float | None:
+    """Shots whose minimum clock fell more than `fraction` below the reference (the input figure)
+    while thermal slowdown was reported false (unknown is not counted)."""
+    reference_mhz = inputs[0]
     if reference_mhz is None:
         return None
     return float(clock_drop_mask(rows, columns, reference_mhz, params["fraction"]).sum())
@@ -104,7 +105,7 @@ def clock_drop_mask(rows: pd.DataFrame, columns: Sequence[str], reference_mhz: f
     return (dropped & thermal_normal.astype(bool)).fillna(False)
 
 
-def paired_share_equal(rows, columns, params) -> float | None:
+def paired_share_equal(rows, columns, params, inputs=()) -> float | None:
     """Share of shot pairs (same repeat and series position, one per side) whose first column is
     equal, counting only pairs whose second column (the input) is equal too."""
     value, same_input = columns
@@ -170,8 +171,7 @@ def compute(
     """The value of aggregation `name` on these inputs."""
     aggregation = AGGREGATIONS[name]
     if aggregation.inputs == "shots":
-        extra = {"reference_mhz": input_values[0]} if name == "count_clock_drops" else {}
-        return aggregation.compute(rows, columns, params, **extra)
+        return aggregation.compute(rows, columns, params, list(input_values))
     return aggregation.compute(list(input_values), params)
 
 

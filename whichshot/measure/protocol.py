@@ -182,6 +182,7 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
         return _with_telemetry(ctx, record, None)
     record.update(host_load.stop())
+    state.shots_served += outcome.extra_requests  # a replay is a request this process served
     record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))

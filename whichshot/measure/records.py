@@ -54,11 +54,14 @@ def server_counter_fields(counters: dict[str, Any]) -> dict[str, Any]:
 
 
 def output_fields(outcome: ShotOutcome) -> dict[str, Any]:
-    """The output itself (untrusted text) and its fingerprint."""
+    """The output itself (untrusted text), its fingerprint, and where its ids came from."""
     return {
         "output_token_ids": outcome.output_token_ids,
         "output_text": outcome.output_text,
         "output_sha256": sha256_text(",".join(map(str, outcome.output_token_ids))),
+        "output_tokens_streamed": outcome.output_tokens_streamed,
+        "output_ids_source": outcome.output_ids_source,
+        "extra_requests": outcome.extra_requests,
     }
 
 
@@ -70,7 +73,7 @@ def empty_result_fields() -> dict[str, Any]:
         "engine_prefill_tok_s", "engine_output_tokens", "engine_decode_ms", "engine_decode_tok_s",
         "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "engine_draft_mean_len",
         "stop_reason",
-        "output_text", "output_sha256",
+        "output_text", "output_sha256", "output_tokens_streamed", "output_ids_source", "extra_requests",
     ]  # fmt: skip
     fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS])
     fields["output_token_ids"] = []
