@@ -6,6 +6,11 @@ from typing import Any, Protocol
 
 from whichshot.measure.process import EngineProcess
 
+# What warm-up an engine process ran before it reported ready (shots' engine_warmup_run).
+ONE_DECODE = "one decode before ready"
+NO_WARMUP = "none"
+UNKNOWN_WARMUP = "the server's own, not known"
+
 
 @dataclass(frozen=True)
 class ServerSettings:
@@ -17,6 +22,7 @@ class ServerSettings:
     ready_timeout_s: float = 180.0
     gpu_layers: int = 0
     extra_args: tuple[str, ...] = ()
+    warmup: str = "engine_default"  # protocol.engine_warmup: engine_default, on or off
 
 
 @dataclass(frozen=True)
@@ -91,3 +97,7 @@ class Engine(Protocol):
     def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
         """The engine's own benchmark tool, for cross-checks (empty if it has none)."""
         ...
+
+    # protocol.engine_warmup value -> (its process's extra arguments, what warm-up ran, in words);
+    # a value the engine cannot honour is absent (the config check refuses it).
+    warmups: dict[str, tuple[tuple[str, ...], str]]

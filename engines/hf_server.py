@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-matching-ngram-size", type=int)
     parser.add_argument("--assistant-model", type=Path, help="GGUF file of a draft model")
     parser.add_argument("--num-assistant-tokens", type=int)
+    parser.add_argument("--warmup", action="store_true", help="decode one token before reporting ready")
     return parser.parse_args(argv)
 
 
@@ -162,6 +163,11 @@ class Engine:
             "transformers": transformers.__version__,
             "speculative": self.spec_settings,
         }
+
+    def warm_up(self) -> None:
+        """One greedy decode of one token on a one-token prompt, before the server reports ready."""
+        first = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else 0
+        self.generate([first], 1, True, TokenTimer(self.device.startswith("cuda")))
 
     def generate(self, prompt: list[int], n_predict: int, ignore_eos: bool, timer: TokenTimer) -> dict:
         """Greedy decoding of up to n_predict tokens; returns the in-process timings."""
@@ -345,6 +351,9 @@ def main(argv: list[str] | None = None) -> None:
     Handler.engine = Engine(args)
     print(f"hf_server: loaded {args.model.name} on {args.device} as {args.dtype} in "
           f"{time.monotonic() - t0:.1f} s; weights {Handler.engine.weights}", flush=True)  # fmt: skip
+    if args.warmup:
+        Handler.engine.warm_up()
+        print("hf_server: warmed up with one decode", flush=True)
     # Bound only once the model is loaded: /health answering means ready.
     server = HTTPServer((LOOPBACK, args.port), Handler)
     print(f"hf_server: listening on {LOOPBACK}:{args.port}", flush=True)

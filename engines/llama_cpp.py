@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
 from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
 from engines.stream import known_positions, reconcile, stream_outcome
 from whichshot.atomic import write_json_atomic
@@ -46,6 +46,11 @@ class LlamaCpp:
     """The llama.cpp engine: `llama-server` for shots, `llama-bench` for the cross-check."""
 
     kind = "llama_cpp"
+    warmups = {  # llama-server decodes once by itself before it reports ready
+        "engine_default": ((), ONE_DECODE),
+        "on": ((), ONE_DECODE),
+        "off": (("--no-warmup",), NO_WARMUP),
+    }
 
     # -- build ---------------------------------------------------------------------------
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
@@ -104,6 +109,7 @@ def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: i
         "--no-cache-prompt",
         "--metrics",
         "--log-verbosity", "4",  # level 4 prints the KV cache size; per request it adds ~25 lines
+        *ENGINE.warmups[settings.warmup][0],
         *settings.extra_args,
     ]  # fmt: skip
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import requests
 
-from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from engines.base import UNKNOWN_WARMUP, ServerSettings, ShotOutcome, ShotRequest
 from engines.stream import check_counts
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
@@ -37,6 +37,8 @@ class OpenAICompat:
     """The openai engine: a configured server process; no benchmark tool of its own."""
 
     kind = "openai"
+    # The server's own start-up is its command's business: neither on nor off can be promised.
+    warmups = {"engine_default": ((), UNKNOWN_WARMUP)}
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         # Defaults come from the config schema; model_name alone has none (first of /v1/models).

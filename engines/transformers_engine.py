@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from engines.base import ServerSettings, ShotOutcome, ShotRequest
+from engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
 from engines.stream import reconcile, stream_outcome
 from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
@@ -31,6 +31,7 @@ class Transformers:
     """The transformers engine: hf_server for shots; no benchmark tool of its own."""
 
     kind = "transformers"
+    warmups = {"engine_default": ((), NO_WARMUP), "on": (("--warmup",), ONE_DECODE), "off": ((), NO_WARMUP)}
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         identity = build_identity(spec)
@@ -122,6 +123,7 @@ def server_argv(build: dict[str, Any], model_path: Path, settings: ServerSetting
         "--dtype", build["dtype"],
         "--threads", str(settings.threads),
         "--context-tokens", str(settings.context_tokens),
+        *ENGINE.warmups[settings.warmup][0],
         *settings.extra_args,
     ]  # fmt: skip
 

@@ -83,3 +83,13 @@ def test_older_top_level_llama_mode_still_applies_to_llama_cpp_only():
     config["spec_modes"]["ngram"] = {"type": "ngram-simple"}
     modes = {(job.engine, job.spec_mode) for job in expand_workload_jobs(with_defaults(config))}
     assert ("llama_cpp", "ngram") in modes and ("hf", "ngram") not in modes
+
+
+def test_an_openai_server_cannot_promise_a_warm_up():
+    config = config_with(server=OPENAI)
+    config["spec_modes"].pop("lookup")
+    config["protocol"]["engine_warmup"] = ["off"]
+    assert refusal(config) == (
+        "invalid config: protocol.engine_warmup: engine server (openai) cannot promise warm-up 'off'; it "
+        "offers engine_default"
+    )

@@ -24,7 +24,9 @@ def cross_config() -> dict:
     config["run_id"] = "cross-engine-test"
     config["engines"]["transformers"] = TRANSFORMERS
     config["prompts"] = {"lengths": [64]}
-    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
+    # Both engines warm up once before ready: their cold shots are the same first request.
+    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512],
+                          "engine_warmup": ["on"]}  # fmt: skip
     config["workloads"] = {"names": ["verbatim_recall"], "text_kinds": ["real"], "document_tokens": 160,
                            "max_output_tokens": 24, "context_tokens": 768, "cold_processes": 1}  # fmt: skip
     config["spec_modes"] = {
@@ -123,6 +125,14 @@ def test_side_by_side_figures_and_cross_engine_caveats(cross_run):
         assert row["value"] == pytest.approx(inputs["value"].iloc[0] / inputs["value"].iloc[1])
     fired = set(caveats["caveat_id"])
     assert {"cross_engine_kernels", "dequantised_weights", "spec_mode_engine_specific"} <= fired
+    # engine_warmup on: each engine's processes decoded once before ready, so the cold shots compare
+    shots = cross_run["shots"]
+    assert set(shots["engine_warmup"]) == {"on"} and set(shots["engine_warmup_run"]) == {
+        "one decode before ready"
+    }
+    assert "engine_warmup_differs" not in fired
+    logs = cross_run["workdir"] / "logs" / "engines"
+    assert any("warmed up with one decode" in p.read_text() for p in logs.rglob("*.log"))
 
 
 @pytest.mark.e2e

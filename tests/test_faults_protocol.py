@@ -35,6 +35,7 @@ class FakeEngine:
     """Starts fake_engine_http.py like llama-server and talks to it with the real LlamaServer."""
 
     kind = "llama_cpp"
+    warmups = {"engine_default": ((), "none (a stand-in server)")}
 
     def __init__(self, behaviours: list[str]) -> None:
         self.behaviours = behaviours

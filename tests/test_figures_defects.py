@@ -182,3 +182,24 @@ def test_the_lossless_check_leaves_the_shot_records_as_they_were():
     assert records == before
     assert (marked[1]["lossless_vs_none"], marked[1]["first_divergence_token"]) == (False, 2)
     assert marked[0]["lossless_vs_none"] is None
+
+
+def test_engines_compared_after_different_warm_ups_carry_a_caveat():
+    llama = cell(engine="llama", protocol="cold")
+    hf = cell(engine="hf", protocol="cold")
+    ran = {"llama": "one decode before ready", "hf": "none"}
+    rows = [series(of, [{}, {}]) for of in (llama, hf)]
+    for part in rows:
+        for row in part:
+            row["engine_warmup_run"] = ran[row["engine"]]
+    figures, caveats = run(*rows)
+    ratio = only(figures, "xengine_decode_ratio")
+    assert ratio.figure_id in caveats["engine_warmup_differs"]["figure_ids"]
+    assert (
+        "engine_warmup_differs" not in only(figures, "decode_tok_s", engine="hf").caveat_ids
+    )  # compares nothing
+    for part in rows:
+        for row in part:
+            row["engine_warmup_run"] = "one decode before ready"
+    _figures, caveats = run(*rows)
+    assert "engine_warmup_differs" not in caveats

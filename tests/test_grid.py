@@ -91,3 +91,12 @@ def test_workload_model_must_be_measured():
     config["workloads"]["models"] = ["nope"]
     with pytest.raises(WhichshotError, match="workloads.models: 'nope' is not a measured model"):
         check_config(config)
+
+
+def test_engine_warmup_is_an_axis_of_every_series():
+    jobs = expand_jobs(_config(repeats=1, engine_warmup=["engine_default", "off"]))
+    assert {j.engine_warmup for j in jobs} == {"engine_default", "off"}
+    assert len(jobs) == 2 * 2 * 3 * 2  # models x lengths x (cold + 2 rests) x warm-ups
+    off = [j.job_id for j in jobs if j.engine_warmup == "off"]
+    assert all(".warmup-off." in i for i in off) and len(set(off)) == len(off)
+    assert "e1.m1.p128.cold.ctx4096.same.rep1" in {j.job_id for j in jobs}  # the default id is unchanged

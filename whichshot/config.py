@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from whichshot.engine_config import check_engines, check_spec_modes
+from whichshot.engine_config import check_engines, check_spec_modes, check_warmups
 from whichshot.errors import WhichshotError
 from whichshot.tables import record_schema
 
@@ -118,6 +118,7 @@ def _check_draft_models(config: dict[str, Any]) -> None:
     # Engines and modes per engine kind (draft models, loopback binding): engine_config.py.
     check_engines(config)
     check_spec_modes(config)
+    check_warmups(config)
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:

@@ -25,6 +25,21 @@ def check_engines(config: dict[str, Any]) -> None:
             )
 
 
+def check_warmups(config: dict[str, Any]) -> None:
+    """Every engine can honour every protocol.engine_warmup value (an openai server only its own)."""
+    from engines import load_engine  # here: the engine modules import the measurement layer
+
+    for name, spec in config["engines"].items():
+        offered = load_engine(spec["kind"]).warmups
+        for value in config["protocol"]["engine_warmup"]:
+            if value not in offered:
+                _fail(
+                    "protocol.engine_warmup",
+                    f"engine {name} ({spec['kind']}) cannot promise warm-up {value!r}; it offers "
+                    + ", ".join(offered),
+                )
+
+
 def check_spec_modes(config: dict[str, Any]) -> None:
     """Each mode: a known draft model used by exactly the settings that draft, and some engine runs it."""
     kinds = {spec["kind"] for spec in config["engines"].values()}

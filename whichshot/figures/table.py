@@ -2,6 +2,7 @@
 (later ones build on earlier figures), then every caveat rule, joined to figures by the shots they
 cite (caveats.finding.attach)."""
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pandas as pd
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats import RULES, attach
 from whichshot.figures.cell_figures import cell_figures
+from whichshot.figures.cells import AXES
 from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
 from whichshot.figures.constants import constant_figures
 from whichshot.figures.crosscheck_figures import bench_figures, client_engine_figures
@@ -49,11 +51,22 @@ def compute_figures(
     return catalog.figures, caveats
 
 
+def figure_table_schema() -> dict[str, Any]:
+    """figures.schema.yaml plus a nullable column per grid axis, typed as the shots' column."""
+    schema = copy.deepcopy(record_schema("figures"))
+    shots = record_schema("shots")["properties"]
+    for axis in AXES:
+        kind = shots[axis]["type"]
+        kinds = kind if isinstance(kind, list) else [kind]
+        schema["properties"][axis] = {"type": [*kinds, "null"] if "null" not in kinds else kinds}
+    return schema
+
+
 def write_figure_tables(
     figures: list[Figure], caveats: list[dict], figures_path: Path, caveats_path: Path
 ) -> None:
     """figures.parquet and caveats.parquet, each with its schema's columns and version."""
-    write_table([f.as_row() for f in figures], record_schema("figures"), figures_path)
+    write_table([f.as_row() for f in figures], figure_table_schema(), figures_path)
     write_table(caveats, record_schema("caveats"), caveats_path)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from whichshot.measure.grid import BASE_WORKLOAD
+from whichshot.measure.grid import BASE_WORKLOAD, DEFAULT_WARMUP
 from whichshot.measure.lossless import with_lossless
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
 from whichshot.telemetry.summary import counter_power_w, power_agrees_with_counter
@@ -48,6 +48,7 @@ def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     continued = rows["workload"] == BASE_WORKLOAD
     rows["prompt_tokens_requested"] = rows["prompt_tokens"].where(continued, None)
+    rows["engine_warmup"] = DEFAULT_WARMUP  # version 1 had no choice: each engine did its own
     seconds = rows["t_end_mono_s"] - rows["t_request_mono_s"]
     rows["gpu_energy_power_w"] = [
         counter_power_w(_value(energy), s) for energy, s in zip(rows["gpu_energy_j"], seconds, strict=True)

@@ -13,7 +13,8 @@ from whichshot.spec_modes import applies
 # The grid's axes: each is a typed column of every shot (marked x-axis in shots.schema.yaml), and a
 # cell is the group of shots that share all of them. A series (one job, one repeat) is part of a cell.
 AXES = ("engine", "model", "workload", "text_kind", "prompt_tokens_requested", "protocol", "rest_s",
-        "precondition_s", "context_tokens_requested", "order", "spec_mode")  # fmt: skip
+        "precondition_s", "context_tokens_requested", "order", "spec_mode", "engine_warmup")  # fmt: skip
+DEFAULT_WARMUP = "engine_default"
 BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
 NO_DRAFT = "none"  # the speculative mode that drafts nothing
 
@@ -40,6 +41,7 @@ class Job:
     workload: str = BASE_WORKLOAD
     text_kind: str = "real"
     spec_mode: str = NO_DRAFT
+    engine_warmup: str = DEFAULT_WARMUP
 
     @property
     def prompt_key(self) -> str:
@@ -79,9 +81,14 @@ def _series_kinds(protocol: dict[str, Any]) -> list[tuple[str, float, float, int
     return kinds
 
 
-def _job_id(engine, model, length, name, rest_s, context, order, pre_s, repeat) -> str:
+def _job_id(engine, model, length, name, rest_s, context, order, pre_s, warmup, repeat) -> str:
     shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s-pre{_label(pre_s)}s"
-    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}.rep{repeat}"
+    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}{_warmup_part(warmup)}.rep{repeat}"
+
+
+def _warmup_part(warmup: str) -> str:
+    # Ids of the default warm-up stay as they were: runs before the axis existed resume.
+    return "" if warmup == DEFAULT_WARMUP else f".warmup-{warmup}"
 
 
 def expand_jobs(config: dict[str, Any]) -> list[Job]:
@@ -94,12 +101,14 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
         _series_kinds(protocol),
         protocol["context_tokens"],
         protocol["orders"],
+        protocol["engine_warmup"],
         range(1, protocol["repeats"] + 1),
     )
     jobs = []
-    for engine, model, length, (name, rest_s, pre_s, n), context, order, repeat in axes:
-        job_id = _job_id(engine, model, length, name, rest_s, context, order, pre_s, repeat)
-        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, order, pre_s, repeat, n))
+    for engine, model, length, (name, rest_s, pre_s, n), context, order, warmup, repeat in axes:
+        job_id = _job_id(engine, model, length, name, rest_s, context, order, pre_s, warmup, repeat)
+        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, order, pre_s, repeat, n,
+                        engine_warmup=warmup))  # fmt: skip
     return jobs
 
 
@@ -120,17 +129,18 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     context = workloads["context_tokens"]
     models = workloads["models"] or measured_models(config)
     modes = config["spec_modes"]
-    axes = itertools.product(config["engines"], models, keys, modes, shapes,
+    axes = itertools.product(config["engines"], models, keys, modes, shapes, protocol["engine_warmup"],
                              range(1, protocol["repeats"] + 1))  # fmt: skip
     jobs = []
-    for engine, model, (workload, kind), mode, (name, rest_s, pre_s, n), repeat in axes:
+    for engine, model, (workload, kind), mode, (name, rest_s, pre_s, n), warmup, repeat in axes:
         if not applies(modes[mode], config["engines"][engine]["kind"]):
             continue  # the mode has no settings for this engine's kind: skipped, never run as none
         shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s"
-        job_id = f"{engine}.{model}.{workload}-{kind}.{shape}.ctx{context}.{mode}.rep{repeat}"
+        cell = f"{engine}.{model}.{workload}-{kind}.{shape}.ctx{context}.{mode}{_warmup_part(warmup)}"
+        job_id = f"{cell}.rep{repeat}"
         length = workloads["document_tokens"] if workload in DOCUMENT_WORKLOADS else None
         jobs.append(Job(job_id, engine, model, length, name, rest_s, context, "same", pre_s, repeat, n,
-                        workload, kind, mode))  # fmt: skip
+                        workload, kind, mode, warmup))  # fmt: skip
     return jobs
 
 

@@ -6,7 +6,11 @@ from engines.base import ServerSettings
 
 
 def server_settings(
-    engine: dict[str, Any], server: dict[str, Any], context_tokens: int, extra_args: tuple[str, ...] = ()
+    engine: dict[str, Any],
+    server: dict[str, Any],
+    context_tokens: int,
+    extra_args: tuple[str, ...] = (),
+    warmup: str = "engine_default",
 ) -> ServerSettings:
     """How every process of this engine is started."""
     return ServerSettings(
@@ -16,4 +20,5 @@ def server_settings(
         ready_timeout_s=server["ready_timeout_s"],
         gpu_layers=engine.get("gpu_layers", 0),  # only llama_cpp engines have the key
         extra_args=extra_args,
+        warmup=warmup,
     )

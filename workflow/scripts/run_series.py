@@ -36,7 +36,9 @@ def main(smk):
         model_path=Path(model["path"]),
         model=model,
         prompts=prompts,
-        settings=server_settings(engine_spec, smk.params.server, job.context_tokens, spec_args),
+        settings=server_settings(
+            engine_spec, smk.params.server, job.context_tokens, spec_args, job.engine_warmup
+        ),
         output_tokens=smk.params.protocol["output_tokens"],
         workload_output_tokens=smk.params.workloads["max_output_tokens"],
         spec_params=spec_mode,

@@ -247,6 +247,29 @@ def cross_engine_prompt_differs(catalog: Catalog) -> Finding | None:
     )
 
 
+def engine_warmup_differs(catalog: Catalog) -> Finding | None:
+    """Engines compared whose processes did not warm up alike before their first shot."""
+    shots = catalog.shots
+    runs = shots["engine_warmup_run"].fillna("not recorded")
+    differ = [rows for _cell, rows in group_cells(shots.assign(engine_warmup_run=runs),
+                                                  tuple(a for a in AXES if a != "engine"))
+              if rows["engine"].nunique() > 1 and rows["engine_warmup_run"].nunique() > 1]  # fmt: skip
+    affected = frozenset(s for rows in differ for s in rows["shot_id"])
+    affected &= compared_across(catalog.figures, shots, "engine")
+    if not affected:
+        return None
+    example = differ[0].drop_duplicates("engine")
+    ran = "; ".join(f"{r['engine']}: {r['engine_warmup_run']}" for r in example.to_dict("records"))
+    return Finding(
+        "engine_warmup_differs",
+        f"Engines are compared whose processes warmed up differently before their first shot ({ran}): a "
+        "cold shot is not the same first request on both. Run protocol.engine_warmup on or off to compare "
+        "first shots.",
+        affected,
+        across="engine",
+    )
+
+
 def server_counters_process_wide(catalog: Catalog) -> Finding | None:
     counted = catalog.shots[catalog.shots["server_metrics_source"].notna()]
     if counted.empty:
@@ -273,5 +296,6 @@ COMPARISON_RULES = (
     dequantised_weights,
     spec_mode_engine_specific,
     cross_engine_prompt_differs,
+    engine_warmup_differs,
     server_counters_process_wide,
 )
