@@ -48,7 +48,9 @@ def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     continued = rows["workload"] == BASE_WORKLOAD
     rows["prompt_tokens_requested"] = rows["prompt_tokens"].where(continued, None)
-    rows["engine_warmup"] = DEFAULT_WARMUP  # version 1 had no choice: each engine did its own
+    # Version 1 had no choice: each engine kind did what it does by default.
+    rows["engine_warmup"] = DEFAULT_WARMUP
+    rows["engine_warmup_run"] = [_default_warmup(kind) for kind in rows["engine_kind"]]
     seconds = rows["t_end_mono_s"] - rows["t_request_mono_s"]
     rows["gpu_energy_power_w"] = [
         counter_power_w(_value(energy), s) for energy, s in zip(rows["gpu_energy_j"], seconds, strict=True)
@@ -58,6 +60,12 @@ def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
         for median, counter in zip(rows["gpu_power_median_w"], rows["gpu_energy_power_w"], strict=True)
     ]
     return rows
+
+
+def _default_warmup(kind) -> str | None:
+    from engines import ENGINE_KINDS, load_engine  # here: the engines import this package
+
+    return load_engine(kind).warmups[DEFAULT_WARMUP][1] if kind in ENGINE_KINDS else None
 
 
 def _value(value):
