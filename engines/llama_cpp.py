@@ -143,6 +143,7 @@ class LlamaServer:
 
     def shot(self, request: ShotRequest) -> ShotOutcome:
         payload = completion_payload(request)
+        self._log.read_new()  # what earlier requests left in the log is not this request's
         try:
             streamed = post_stream(
                 f"{self.base_url}/completion",
@@ -164,11 +165,15 @@ class LlamaServer:
         the same process, accepted only where the replay has every streamed id at its position and
         the same text; otherwise the ids stay missing and reconcile fails the shot."""
         try:
-            replay = requests.post(f"{self.base_url}/completion", json={**payload, "stream": False},
-                                   timeout=timeout_s).json()  # fmt: skip
-        except (requests.RequestException, ValueError) as exc:
+            response = requests.post(f"{self.base_url}/completion", json={**payload, "stream": False},
+                                     timeout=timeout_s)  # fmt: skip
+        except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
         outcome.extra_requests += 1
+        try:
+            replay = response.json() if response.status_code == 200 else {}
+        except ValueError:
+            replay = {}
         ids = replay.get("tokens")
         known = known_positions(outcome)
         agrees = (
@@ -183,10 +188,13 @@ class LlamaServer:
 
     def _add_log_facts(self, outcome: ShotOutcome) -> None:
         """Read the request's log lines; the draft line comes last, and only when the engine drafted."""
-        drafted = bool(outcome.engine_timings.get("draft_n"))
+        timings = outcome.engine_timings
+        drafted = bool(timings.get("draft_n"))
         text = self._log.read_until("draft acceptance =" if drafted else "total time =")
         if drafted:
-            outcome.engine_timings["draft_mean_len"] = draft_mean_length(text)
+            timings["draft_mean_len"] = draft_mean_length(
+                text, timings.get("draft_n_accepted"), timings["draft_n"]
+            )
 
     def stop(self) -> int | None:
         return self.process.stop()

@@ -60,8 +60,10 @@ def kv_cache_facts(text: str) -> dict[str, float | int | str | None]:
     }
 
 
-def draft_mean_length(text: str) -> float | None:
+def draft_mean_length(text: str, accepted: int, drafted: int) -> float | None:
     """llama-server's 'mean len' for one request: tokens emitted per verification step that had a
-    draft, the accepted draft tokens plus the target's own token ((accepted + drafts) / drafts)."""
-    found = _DRAFT.findall(text)
-    return float(found[-1][2]) if found else None
+    draft, the accepted draft tokens plus the target's own token ((accepted + drafts) / drafts).
+    Taken only from a line whose accepted and drafted counts are the request's own (the engine's
+    draft_n_accepted and draft_n), so an earlier request's line is never read as this one's."""
+    found = [mean for a, d, mean in _DRAFT.findall(text) if (int(a), int(d)) == (accepted, drafted)]
+    return float(found[-1]) if found else None

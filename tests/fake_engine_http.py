@@ -16,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 N_CTX = 512
 # What each behaviour sends after the HTTP 200 header: a list of raw SSE data payloads.
 BEHAVIOURS = ("ok", "malformed_json", "invalid_utf8", "too_many_events", "too_many_tokens",
-              "error_event", "no_final", "wrong_types", "http_error")  # fmt: skip
+              "error_event", "no_final", "wrong_types", "http_error", "stops_early", "count_disagrees",
+              "held_back", "one_body")  # fmt: skip
 
 
 def _event(data: dict) -> bytes:
@@ -24,12 +25,14 @@ def _event(data: dict) -> bytes:
 
 
 def _token(index: int) -> bytes:
-    return _event({"content": f" t{index}", "tokens": [100 + index], "stop": False})
+    return _event(
+        {"content": f" t{index}", "tokens": [100 + index], "stop": False, "tokens_predicted": index + 1}
+    )
 
 
-def _final(prompt_n: int, predicted_n: int) -> bytes:
+def _final(prompt_n: int, predicted_n: int, stop_type: str = "limit") -> bytes:
     timings = {"prompt_n": prompt_n, "prompt_ms": 1.0, "predicted_n": predicted_n, "predicted_ms": 1.0}
-    return _event({"content": "", "tokens": [], "stop": True, "stop_type": "limit", "timings": timings})
+    return _event({"content": "", "tokens": [], "stop": True, "stop_type": stop_type, "timings": timings})
 
 
 def stream(behaviour: str, n_predict: int, prompt_n: int) -> list[bytes]:
@@ -53,6 +56,15 @@ def stream(behaviour: str, n_predict: int, prompt_n: int) -> list[bytes]:
         return tokens[:2]
     if behaviour == "wrong_types":
         return [_event({"content": 7, "tokens": "abc", "stop": False}), _final(prompt_n, 1)]
+    if behaviour == "stops_early":  # ignores ignore_eos: stops at an end of sequence after 3 tokens
+        return [*tokens[:3], _final(prompt_n, 3, "eos")]
+    if behaviour == "count_disagrees":  # every token streamed, but the engine counts one more
+        return [*tokens, _final(prompt_n, n_predict + 1)]
+    if behaviour == "held_back":  # the first two tokens form one character: only the second id is sent
+        second = {"content": " t0t1", "tokens": [101], "stop": False, "tokens_predicted": 2}
+        return [_event(second), *tokens[2:], _final(prompt_n, n_predict)]
+    if behaviour == "one_body":  # sent whole, with a Content-Length: not streamed
+        return [b"".join([*tokens, _final(prompt_n, n_predict)])]
     raise ValueError(f"unknown behaviour {behaviour!r}")
 
 
@@ -82,17 +94,23 @@ class FakeLlamaServer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         cls = type(self)
+        if not body.get("stream", True):  # a replay (not streamed): this stand-in cannot give one
+            self._json(501, {"error": {"code": 501, "message": "no replays here"}})
+            return
         behaviour = cls.behaviours[min(cls.served, len(cls.behaviours) - 1)]
         cls.served += 1
         if behaviour == "http_error":
             error = {"code": 400, "message": "fake engine refuses this prompt", "type": "invalid_request"}
             self._json(400, {"error": error})
         else:
+            chunks = stream(behaviour, body["n_predict"], len(body["prompt"]))
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
+            if behaviour == "one_body":
+                self.send_header("Content-Length", str(len(chunks[0])))
             self.end_headers()
-            for chunk in stream(behaviour, body["n_predict"], len(body["prompt"])):
+            for chunk in chunks:
                 self.wfile.write(chunk)
                 self.wfile.flush()
         # llama-server ends each request's log with this line; whichshot's log reader waits for it.

@@ -3,6 +3,7 @@ output than asked, an error event, a stream cut short): a stand-in server (fake_
 commits them, and the real client code (sse.py, LlamaServer.shot) and protocol handle them."""
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,10 @@ CASES = {
     "no_final": "MalformedStream: the stream ended without its final (stop) event",
     "wrong_types": "MalformedStream: event 'tokens' is not a list of token ids",
     "http_error": "EngineRefused: engine refused the request (HTTP 400): fake engine refuses this prompt",
+    "stops_early": "TokenCountMismatch: asked for exactly 8 tokens (end of sequence ignored) but got 3",
+    "count_disagrees": "TokenCountMismatch: 8 tokens streamed but the engine reports 9",
+    "held_back": "TokenCountMismatch: 1 of 8 token ids missing from the stream",
+    "one_body": "MalformedStream: the answer came as one body (Content-Length), not as a stream",
 }
 
 
@@ -90,3 +95,24 @@ def test_the_fake_engine_really_sends_what_it_claims(tmp_path, behaviour):
     else:
         assert b'"error"' in lines[-1]
     assert child_processes() == []
+
+
+def test_the_request_clock_starts_once_the_body_is_built(tmp_path, monkeypatch):
+    from whichshot.measure import sse
+
+    built_at = []
+    real_dumps = sse.json.dumps
+
+    def slow_dumps(payload, *args, **kwargs):  # a long prompt takes a while to serialise
+        text = real_dumps(payload, *args, **kwargs)
+        time.sleep(0.3)
+        built_at.append(time.monotonic())
+        return text
+
+    monkeypatch.setattr(sse.json, "dumps", slow_dumps)
+    port = free_port()
+    with EngineProcess([sys.executable, str(FAKE), str(port), "ok"], tmp_path / "log") as process:
+        process.wait_ready(lambda: http_ok(f"http://{LOOPBACK}:{port}/health"), 30)
+        body = {"prompt": [1, 2, 3], "n_predict": 4}
+        record = sse.post_stream(f"http://{LOOPBACK}:{port}/completion", body, 30, max_events=10)
+    assert built_at and record.t_request_s >= built_at[0]  # TTFT holds no serialisation time

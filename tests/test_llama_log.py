@@ -31,12 +31,12 @@ def test_missing_kv_line_is_not_measured():
 
 
 def test_draft_mean_length_only_where_printed():
-    assert draft_mean_length(DRAFTED) == 11.0
+    assert draft_mean_length(DRAFTED, 40, 52) == 11.0
     padded = (
         "id  0 | task 0 | draft acceptance = 0.79688 (   51 accepted /    64 generated), mean len =  8.29"
     )
-    assert draft_mean_length(padded) == 8.29
-    assert draft_mean_length("prompt eval time = 1 ms / 1 tokens\n") is None
+    assert draft_mean_length(padded, 51, 64) == 8.29
+    assert draft_mean_length("prompt eval time = 1 ms / 1 tokens\n", 51, 64) is None
 
 
 def test_reader_continues_where_it_stopped(tmp_path):
@@ -47,5 +47,10 @@ def test_reader_continues_where_it_stopped(tmp_path):
     with open(log, "a") as handle:
         handle.write(DRAFTED)
     text = reader.read_until("draft acceptance =", timeout_s=0.2)
-    assert "kv_cache" not in text and draft_mean_length(text) == 11.0
+    assert "kv_cache" not in text and draft_mean_length(text, 40, 52) == 11.0
     assert reader.read_until("total time =", timeout_s=0.05) == ""
+
+
+def test_a_line_of_another_request_is_not_this_requests_mean_length():
+    # a failed shot left its line in the log; this request drafted other counts
+    assert draft_mean_length(DRAFTED, 41, 60) is None

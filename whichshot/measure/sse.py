@@ -31,12 +31,16 @@ class StreamedResponse:
 
 def post_stream(url: str, payload: dict[str, Any], timeout_s: float, max_events: int) -> StreamedResponse:
     """POST `payload` with stream=true and timestamp every `data:` event on the monotonic clock."""
-    headers = {"Connection": "close", "Accept": "text/event-stream"}
+    headers = {"Connection": "close", "Accept": "text/event-stream", "Content-Type": "application/json"}
+    body = json.dumps(payload).encode("utf-8")  # built first: the clock starts as the bytes go out
     record = StreamedResponse(t_request_s=time.monotonic())
-    with requests.post(url, json=payload, stream=True, timeout=timeout_s, headers=headers) as resp:
+    with requests.post(url, data=body, stream=True, timeout=timeout_s, headers=headers) as resp:
         record.http_status = resp.status_code
         if resp.status_code != 200:
             raise EngineRefused(f"engine refused the request (HTTP {resp.status_code}): {_error_text(resp)}")
+        if "Content-Length" in resp.headers:
+            # A body of known length was written whole: its events would all share one arrival time.
+            raise MalformedStream("the answer came as one body (Content-Length), not as a stream")
         for data in _sse_data_lines(resp):
             t_arrival = time.monotonic()
             if data == "[DONE]":
