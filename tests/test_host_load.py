@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import psutil
+
 from tests.shot_tables import cell, series, table
 from whichshot.figures.constants import BUSY_CORES
 from whichshot.figures.table import compute_figures
@@ -59,3 +61,31 @@ def test_host_busy_fires_only_above_the_threshold_and_reaches_the_figures_of_tho
     quiet = series(cell(), [{"host_foreign_cores": c} for c in (0.0, BUSY_CORES)])
     _figures, caveats = compute_figures(table(quiet), [], 0.7)
     assert "host_busy" not in {c["caveat_id"] for c in caveats}
+
+
+def _load_with_spinner_in(tree: bool) -> float:
+    """Other work measured for an engine while a 1.5 s spinner runs as its child or beside it."""
+    child = f"subprocess.Popen([sys.executable, '-c', {SPIN!r}, '1.5'])"
+    spawn = f"import subprocess, sys, time; {child}; time.sleep(30)"
+    engine = subprocess.Popen([sys.executable, "-c", spawn if tree else "import time; time.sleep(30)"])
+    beside = None if tree else subprocess.Popen([sys.executable, "-c", SPIN, "1.5"])
+    try:
+        time.sleep(0.2)
+        load = HostLoad(engine.pid)
+        load.start()
+        time.sleep(1.0)
+        return load.stop()["host_foreign_cores"]
+    finally:
+        for child in psutil.Process(engine.pid).children(recursive=True):
+            child.kill()
+        engine.kill()
+        engine.wait()
+        if beside is not None:
+            beside.kill()
+            beside.wait()
+
+
+def test_the_engines_child_processes_are_the_engines_work_not_other_work():
+    # an engine whose work runs in a child process (as vLLM's workers do) against the same spin
+    # outside the engine: only the second is other work
+    assert _load_with_spinner_in(tree=True) < _load_with_spinner_in(tree=False) - 0.4

@@ -1,11 +1,12 @@
 """Was the machine busy with something else during a shot? CPU time the whole host spent
-(psutil.cpu_times: every CPU, user + system + irq...) minus what the engine process and this
-measuring process spent, over the shot's wall time: the other work, in cores.
+(psutil.cpu_times: every CPU, user + system + irq...) minus what the engine's process tree and
+this measuring process spent, over the shot's wall time: the other work, in cores.
 
 A shared or noisy machine shows up here instead of silently in the speed figures. Readings that
 psutil cannot give (a vanished process, no /proc) give None: not measured, never a guess.
 """
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -31,6 +32,16 @@ def _process_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
+def _tree_seconds(root: psutil.Process) -> float:
+    """CPU seconds of a process and every descendant (live ones, and those it has reaped)."""
+    times = root.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in root.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += _process_seconds(child)
+    return total
+
+
 class HostLoad:
     """Brackets one shot: start() before the request, stop() after it."""
 
@@ -41,7 +52,7 @@ class HostLoad:
         self._start: _Snapshot | None = None
 
     def _snapshot(self) -> _Snapshot:
-        return _Snapshot(time.monotonic(), _busy_seconds(), _process_seconds(self._engine),
+        return _Snapshot(time.monotonic(), _busy_seconds(), _tree_seconds(self._engine),
                          _process_seconds(self._harness))  # fmt: skip
 
     def start(self) -> None:

@@ -1,9 +1,9 @@
 """Engine processes: started from argument lists, bound to our lifetime, always reaped."""
 
 import contextlib
-import ctypes
-import ctypes.util
+import ipaddress
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -11,21 +11,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import requests
 
 from whichshot.errors import EngineDied, EngineNotReady, WhichshotError
 
 LOOPBACK = "127.0.0.1"
-_PR_SET_PDEATHSIG = 1
 _STOP_GRACE_S = 10.0
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_prctl = _libc.prctl
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: if the harness is SIGKILLed, the kernel
-    # kills the engine too, so no server outlives its job.
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def tied_to_us(argv: list[str]) -> list[str]:
+    """argv run through util-linux's setpriv with a parent-death signal: if the harness is
+    SIGKILLed, the kernel kills the engine too, so no server outlives its job. (Not a preexec_fn:
+    that runs Python between fork and exec, unsafe while the telemetry thread runs.) Without
+    setpriv the engine runs as it is, stopped by the harness itself."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
 
 
 def free_port() -> int:
@@ -57,13 +58,12 @@ class EngineProcess:
         self._log = open(log_path, "ab")  # noqa: SIM115 -- held for the process lifetime
         self.t_spawn_s = time.monotonic()
         self.popen = subprocess.Popen(
-            argv,
+            tied_to_us(argv),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
 
     @property
@@ -118,12 +118,37 @@ class EngineProcess:
                     f"(log {self.log_path}): {self._last_line()}"
                 )
             if is_ready():
-                return time.monotonic() - self.t_spawn_s
+                ready_s = time.monotonic() - self.t_spawn_s
+                self.check_loopback_only()
+                return ready_s
             time.sleep(0.1)
         self.stop()
         raise EngineNotReady(
             f"engine not ready after {timeout_s:.0f} s (log {self.log_path}): {self._last_line()}"
         )
+
+    def listening(self) -> list[str]:
+        """'address:port' of every socket the engine's process tree listens on."""
+        found = []
+        try:
+            root = psutil.Process(self.pid)
+            for process in [root, *root.children(recursive=True)]:
+                for conn in process.net_connections(kind="inet"):
+                    if conn.status == psutil.CONN_LISTEN:
+                        found.append(f"{conn.laddr.ip}:{conn.laddr.port}")
+        except psutil.NoSuchProcess:
+            pass
+        return found
+
+    def check_loopback_only(self) -> None:
+        """Refuse (and stop) an engine listening anywhere but on loopback: whatever its kind or
+        its arguments say, the sockets it holds decide."""
+        exposed = [a for a in self.listening() if not ipaddress.ip_address(a.rpartition(":")[0]).is_loopback]
+        if exposed:
+            self.stop()
+            raise WhichshotError(
+                f"engine listens beyond loopback on {', '.join(exposed)}: refused (it must bind {LOOPBACK})"
+            )
 
     def _last_line(self) -> str:
         """The first error line of the log's tail (the cause; later ones echo it), else its last line."""
