@@ -23,6 +23,8 @@ class ServerSettings:
     gpu_layers: int = 0
     extra_args: tuple[str, ...] = ()
     warmup: str = "engine_default"  # protocol.engine_warmup: engine_default, on or off
+    # The config's engine entry, as given (secrets included: never written down from here).
+    engine_spec: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

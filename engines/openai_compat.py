@@ -23,6 +23,7 @@ import requests
 
 from engines.base import UNKNOWN_WARMUP, ServerSettings, ShotOutcome, ShotRequest
 from engines.stream import check_counts
+from whichshot.archive.environment import redact_engine
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
@@ -41,8 +42,9 @@ class OpenAICompat:
     warmups = {"engine_default": ((), UNKNOWN_WARMUP)}
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
-        # Defaults come from the config schema; model_name alone has none (first of /v1/models).
-        server = {key: spec.get(key) for key in SERVER_KEYS}
+        # build.json records the server's settings with any secret in them redacted; processes are
+        # started from the config's own entry (ServerSettings.engine_spec).
+        server = redact_engine(server_keys(spec))
         binary = _resolve_binary(server["argv"][0])
         identity = {"engine": "openai", "server": server, "binary_sha256": sha256_file(binary)}
         return {
@@ -68,7 +70,7 @@ class OpenAICompat:
             ensure_port_free(settings.port)
         port = settings.port or free_port()
         values = placeholders(port, model_path, settings)
-        server = build["server"]
+        server = server_keys(settings.engine_spec)
         argv = [substitute(arg, values) for arg in server["argv"]] + list(settings.extra_args)
         env = {key: substitute(value, values) for key, value in server["env"].items()}
         process = EngineProcess(argv, log_path, env=_merged_env(env) if env else None)
@@ -81,6 +83,12 @@ class OpenAICompat:
             process.stop()
             raise
         return OpenAIServer(process, base_url, ready_s, server)
+
+
+def server_keys(spec: dict[str, Any]) -> dict[str, Any]:
+    """The server settings of an engine entry (defaults from the config schema; model_name alone has
+    none: the first of /v1/models)."""
+    return {key: spec.get(key) for key in SERVER_KEYS}
 
 
 def placeholders(port: int, model_path: Path, settings: ServerSettings) -> dict[str, str]:

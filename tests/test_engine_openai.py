@@ -56,8 +56,12 @@ def cold_series(tmp_path_factory, llama_server_binary, model_path):
         "--spec-ngram-simple-size-m",
         "16",
     ]
+    spec = openai_spec(llama_server_binary)
     settings = ServerSettings(
-        threads=2, context_tokens=512, extra_args=tuple(engine.speculative_args({"args": mode}))
+        threads=2,
+        context_tokens=512,
+        extra_args=tuple(engine.speculative_args({"args": mode})),
+        engine_spec=spec,
     )
     helper = engine.start(build, model_path, settings, tmp / "tokenize.log")
     try:
@@ -147,7 +151,10 @@ def test_chat_against_llama_server_counts_every_token_of_multi_token_chunks(
     engine = load_engine("openai")
     build = engine.build(spec, cache_root(""), 1)
     server = engine.start(
-        build, model_path, ServerSettings(threads=2, context_tokens=512), tmp_path / "chat.log"
+        build,
+        model_path,
+        ServerSettings(threads=2, context_tokens=512, engine_spec=spec),
+        tmp_path / "chat.log",
     )
     try:
         ids = server.tokenize("Write two lines about the moon, each ending with the emoji 🌙🌙🌙.")

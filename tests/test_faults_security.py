@@ -3,7 +3,9 @@ config values stay single arguments, archived environments carry no secrets.
 (The engine's loopback-only socket is checked on the real engine in test_faults_engine.py.)"""
 
 import ast
+import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +174,29 @@ def test_archived_environment_drops_secrets_and_keeps_the_rest():
 @pytest.mark.parametrize("name", ["PWD", "OLDPWD", "LANG", "TERM", "PYTHONPATH", "LD_LIBRARY_PATH"])
 def test_ordinary_variables_are_kept(name):
     assert redact_environment({name: "value"}) == {name: "value"}
+
+
+SECRET_SPEC = {
+    "kind": "openai",
+    "argv": [sys.executable, "--api-key", "sk-argv-secret", "--hf-token=hf_inline_secret", "--host", "{host}",
+             "--proxy", "http://user:p4ss@proxy:3128"],
+    "env": {"HF_TOKEN": "hf_env_secret", "OMP_NUM_THREADS": "2"},
+    "request_extra": {"api_key": "sk-request-secret", "return_token_ids": True},
+}  # fmt: skip
+SECRETS = ("sk-argv-secret", "hf_inline_secret", "p4ss", "hf_env_secret", "sk-request-secret")
+
+
+def test_engine_secrets_never_reach_build_json_or_the_archived_config():
+    from engines import load_engine
+    from whichshot.archive.environment import redact_config
+    from whichshot.config import with_defaults
+
+    spec = with_defaults({"engines": {"srv": SECRET_SPEC}})["engines"]["srv"]
+    build = json.dumps(load_engine("openai").build(spec, Path("/tmp"), 1))
+    archived = json.dumps(redact_config({"engines": {"srv": spec}, "run_id": "x"}))
+    for secret in SECRETS:
+        assert secret not in build and secret not in archived, secret
+    kept = json.loads(archived)["engines"]["srv"]
+    assert kept["env"]["OMP_NUM_THREADS"] == "2" and kept["request_extra"]["return_token_ids"] is True
+    assert kept["argv"][1:4] == ["--api-key", "<redacted>", "--hf-token=<redacted>"]
+    assert kept["argv"][7] == "http://<redacted>@proxy:3128"

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from whichshot.archive.environment import redact_config
 from whichshot.archive.run_crate import write_run_crate
 from whichshot.archive.run_environment import capture_environment
 
@@ -37,7 +38,7 @@ def build_archive(
         root = Path(tmp) / run_id
         data = _copy_all(results, workdir, root)
         source = _copy_all(source_files(source_root), source_root, root)
-        _write(root / "config" / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        _write(root / "config" / "config.yaml", yaml.safe_dump(redact_config(config), sort_keys=False))
         environment = {**capture_environment(), "workflow_source": git_identity(source_root)}
         _write(root / "environment.json", json.dumps(environment, indent=1, default=str))
         write_run_crate(root, config, data, source)

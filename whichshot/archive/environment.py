@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 # Name parts that mark a credential: API_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD, MYSQL_PWD,
 # NETRC_PASSPHRASE, GOOGLE_APPLICATION_CREDENTIALS, SESSION_COOKIE, HTTP_AUTHORIZATION, ...
@@ -24,3 +25,51 @@ def is_secret(name: str, value: str) -> bool:
 def redact_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The variables of env that may be archived: every one that looks like a secret is dropped."""
     return {name: value for name, value in env.items() if not is_secret(name, value)}
+
+
+REDACTED = "<redacted>"
+# A command-line flag whose value is a secret: --api-key X, --hf-token=X, --password X, ...
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(token|secret|passw|key|auth|credential|cookie)[\w-]*", re.IGNORECASE)
+
+
+def redact_mapping(values: Any) -> Any:
+    """A copy of a (nested) mapping with the value of every secret-looking key replaced."""
+    if isinstance(values, Mapping):
+        return {k: REDACTED if isinstance(v, str) and is_secret(str(k), v) else redact_mapping(v)
+                for k, v in values.items()}  # fmt: skip
+    if isinstance(values, list):
+        return [redact_mapping(v) for v in values]
+    return values
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A copy of an argument list with the value of every secret-looking flag replaced (as the next
+    element, or after '='), and any password carried in a URL."""
+    redacted: list[str] = []
+    for element in argv:
+        flag, eq, _value = element.partition("=")
+        if redacted and _SECRET_FLAG.match(redacted[-1]) and "=" not in redacted[-1]:
+            redacted.append(REDACTED)
+        elif eq and _SECRET_FLAG.match(flag):
+            redacted.append(f"{flag}={REDACTED}")
+        elif _URL_CREDENTIALS.search(element):
+            redacted.append(_URL_CREDENTIALS.sub(f"://{REDACTED}@", element))
+        else:
+            redacted.append(element)
+    return redacted
+
+
+def redact_engine(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """An engine's settings fit to write down: secrets out of its env, argv and request fields."""
+    safe = dict(spec)
+    for key in ("env", "request_extra"):
+        if key in safe:
+            safe[key] = redact_mapping(safe[key])
+    if "argv" in safe:
+        safe["argv"] = redact_argv(list(safe["argv"]))
+    return safe
+
+
+def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved config fit to archive: every engine's settings redacted."""
+    return {**config, "engines": {name: redact_engine(spec) for name, spec in config["engines"].items()}}

@@ -21,4 +21,5 @@ def server_settings(
         gpu_layers=engine.get("gpu_layers", 0),  # only llama_cpp engines have the key
         extra_args=extra_args,
         warmup=warmup,
+        engine_spec=engine,
     )
