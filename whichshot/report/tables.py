@@ -144,7 +144,9 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     base = [r for r in per_cell if r["workload"] == BASE_WORKLOAD]
     work = [r for r in per_cell if r["workload"] != BASE_WORKLOAD]
     headline = cell_rows(base, HEADLINE_COLUMNS, shown)
-    workloads = cell_rows(work, WORKLOAD_COLUMNS + tuple((m, n, "") for m, n, _ in CHECKS), shown)
+    # The workload table has a protocol column: its which-shot words need not repeat it.
+    workloads = cell_rows(work, WORKLOAD_COLUMNS + tuple((m, n, "") for m, n, _ in CHECKS), shown,
+                          with_protocol=False)  # fmt: skip
     _order_workload_rows(workloads)
     engines = engine_table(per_cell, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
@@ -218,7 +220,9 @@ def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def cell_rows(records: Iterable[dict[str, Any]], columns, shown: set[str]) -> list[dict[str, Any]]:
+def cell_rows(
+    records: Iterable[dict[str, Any]], columns, shown: set[str], with_protocol: bool = True
+) -> list[dict[str, Any]]:
     """One row per cell (in figure order) holding the figures of these metrics."""
     wanted = {metric for metric, *_ in columns}
     rows: dict[str, dict[str, Any]] = {}
@@ -228,17 +232,17 @@ def cell_rows(records: Iterable[dict[str, Any]], columns, shown: set[str]) -> li
         row = rows.setdefault(r["cell_id"], row_head(r))
         row["cells"][r["metric"]] = r
         shown.add(r["figure_id"])
-    return _with_which_shot(list(rows.values()))
+    return _with_which_shot(list(rows.values()), with_protocol)
 
 
-def _with_which_shot(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_which_shot(rows: list[dict[str, Any]], with_protocol: bool = True) -> list[dict[str, Any]]:
     """Each row's which-shot words, from its decode figure, else its first figure that is the
     cell's statistic (a count of shots, say, uses every shot and names no indices)."""
     for row in rows:
         figures = list(row["cells"].values())
         statistics = [f for f in figures if f["aggregation"] in STATISTICS] or figures
         lead = next((f for f in statistics if f["metric"] == "decode_tok_s"), statistics[0])
-        row["which_shot"] = which_shot_short(lead)
+        row["which_shot"] = which_shot_short(lead, with_protocol)
     return rows
 
 
@@ -262,14 +266,15 @@ def series_words(r: dict[str, Any]) -> str:
     return " · ".join(w for w in words if w)
 
 
-def which_shot_short(r: dict[str, Any]) -> str:
+def which_shot_short(r: dict[str, Any], with_protocol: bool = True) -> str:
     """'warm · shots 3-6 · 0 s rest': the row's which-shot words without the timer (each column names
     its own); the figure's full which_shot sentence is in figures.parquet."""
     if r["protocol"] == "cold":
-        return "cold · shot 1 of each fresh process"
-    rest = f" · {r['rest_s']:g} s rest" if r["rest_s"] is not None else ""
-    used = f" · shots {r['shot_indices']}" if r["shot_indices"] else " · no warm value"
-    return f"warm{used}{rest}"
+        words = ["shot 1 of each fresh process"]
+    else:
+        words = [f"shots {r['shot_indices']}" if r["shot_indices"] else "no warm value"]
+        words += [f"{r['rest_s']:g} s rest"] if r["rest_s"] is not None else []
+    return " · ".join(([r["protocol"]] if with_protocol else []) + words)
 
 
 def _order_workload_rows(rows: list[dict[str, Any]]) -> None:
