@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from engines import load_engine
 from tests.pipeline import engine_processes, filled_config, load_config, run_pipeline
 from whichshot.cache import cache_root
+from whichshot.engines import load_engine
 
 
 @pytest.fixture(scope="session", autouse=True)

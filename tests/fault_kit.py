@@ -8,10 +8,10 @@ from typing import Any
 
 import psutil
 
-from engines import load_engine
-from engines.base import Engine, ServerSettings
 from tests.pipeline import filled_config
 from whichshot.cache import cache_root
+from whichshot.engines import load_engine
+from whichshot.engines.base import Engine, ServerSettings
 from whichshot.host import host_identity
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext, ShotTelemetry

@@ -22,7 +22,7 @@ import yaml
 
 PARTITION = "whichshot"
 FAKE_GPUS = ("/dev/null", "/dev/zero")  # gres needs a device file per GPU; nothing opens them
-MEASUREMENT_RULES = ("run_series", "bench_engine")
+MEASUREMENT_RULES = ("run_series",)
 SLURM_PROFILE = Path(__file__).resolve().parent.parent / "workflow" / "profiles" / "slurm" / "config.yaml"
 NEEDED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "srun")
 

@@ -1,5 +1,7 @@
 """Real end-to-end run: real llama-server built from the pinned sdist, real model, real text."""
 
+import json
+
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -70,9 +72,46 @@ def test_figures_have_a_provenance_kind(smoke_run):
     assert figures["figure_id"].is_unique
     assert {"cold", "warm"} <= set(figures["protocol"].dropna())
     assert {"bench_pp_tok_s", "bench_tg_tok_s", "prefill_vs_llama_bench_ratio"} <= set(figures["metric"])
+    assert {"decode_vs_llama_bench_ratio_low", "decode_vs_llama_bench_ratio_high"} <= set(figures["metric"])
     html = (smoke_run["workdir"] / "results" / "report" / "index.html").read_text()
     for figure_id in figures["figure_id"]:
         assert f'data-figure-id="{figure_id}"' in html
+
+
+def test_llama_bench_runs_the_same_work_right_before_and_after_each_warm_series(smoke_run, shots):
+    """Prefill from an empty context and decode after the prompt (llama-bench -d), with the server's
+    threads, batch, micro-batch and GPU layers, in brackets around the series' shots."""
+    results = smoke_run["workdir"] / "results"
+    for job_id, series in shots.groupby("job_id"):
+        bench = json.loads((results / "bench" / f"{job_id}.json").read_text())
+        if series["protocol"].iloc[0] != "warm":
+            assert bench["brackets"] == [] and "warm series" in bench["not_run"]
+            continue
+        before, after = bench["brackets"]
+        assert before["t_end_mono_s"] < series["t_request_mono_s"].min()
+        assert after["t_start_mono_s"] > series["t_end_mono_s"].max()
+        prompt_tokens = int(series["prompt_tokens"].iloc[0])
+        for bracket in (before, after):
+            assert bracket["error"] is None
+            tests = {row["test"]: row for row in bracket["rows"]}
+            assert (tests["pp"]["n_prompt"], tests["pp"]["n_depth"]) == (prompt_tokens, 0)
+            assert (tests["tg"]["n_gen"], tests["tg"]["n_depth"]) == (16, prompt_tokens)
+            for row in tests.values():
+                assert (row["n_threads"], row["n_batch"], row["n_ubatch"], row["n_gpu_layers"]) == (
+                    2,
+                    2048,
+                    512,
+                    0,
+                )
+                assert len(row["samples_tok_s"]) == 1  # bench.repetitions
+        server_log = next((smoke_run["workdir"] / "logs" / "engines" / job_id).glob("*.log")).read_text()
+        context = int(series["context_tokens_requested"].iloc[0])
+        for setting in (
+            f"n_batch               = {min(2048, context)}",  # llama.cpp caps the batch at the context
+            "n_ubatch              = 512",
+            "flash_attn            = auto",
+        ):
+            assert setting in server_log  # the server ran with the settings llama-bench was given
 
 
 def test_no_engine_outlives_the_run(smoke_run):

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from engines import load_engine
-from engines.base import ServerSettings, ShotRequest
-from engines.openai_compat import chunks_outcome, substitute
 from tests.fault_kit import real_engine
 from tests.pipeline import filled_config
 from whichshot.atomic import JsonlJournal
 from whichshot.cache import cache_root
 from whichshot.config import with_defaults
+from whichshot.engines import load_engine
+from whichshot.engines.base import ServerSettings, ShotRequest
+from whichshot.engines.openai_compat import chunks_outcome, substitute
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext, run_job
 from whichshot.measure.sse import MalformedStream
@@ -165,3 +165,19 @@ def test_chat_against_llama_server_counts_every_token_of_multi_token_chunks(
     assert sum(counts) == 24 == outcome.engine_timings["predicted_n"]
     assert max(counts) > 1, counts  # a chunk that completed a character carried several tokens
     assert outcome.stop_reason == "limit" and "🌙" in outcome.output_text
+    assert outcome.engine_timings["cache_n"] == 0  # usage.prompt_tokens_details: nothing reused
+
+
+def test_the_prompt_cache_state_comes_from_the_servers_own_flags():
+    from whichshot.engines.openai_compat import prompt_cache_state
+
+    assert (
+        prompt_cache_state(["vllm", "serve", "m", "--enable-prefix-caching"])
+        == "on (--enable-prefix-caching)"
+    )
+    assert (
+        prompt_cache_state(["llama-server", "--cache-prompt", "--no-cache-prompt"])
+        == "off (--no-cache-prompt)"
+    )
+    assert prompt_cache_state(["sglang", "--disable-radix-cache"]) == "off (--disable-radix-cache)"
+    assert prompt_cache_state(["tgi", "--port", "8080"]) == "not known"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from engines.llama_cpp import LlamaServer
 from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
 from whichshot.atomic import JsonlJournal
+from whichshot.engines.llama_cpp import LlamaServer
 from whichshot.measure.process import LOOPBACK, EngineProcess, free_port, http_ok
 from whichshot.measure.protocol import run_job
 

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from tests.shot_tables import cell, series, table
+from tests.shot_tables import cell, job_id, series, table
 from whichshot.figures.table import compute_figures
 from whichshot.measure.lossless import with_lossless
 from whichshot.telemetry.summary import POWER_COUNTER_AGREEMENT, power_agrees_with_counter
@@ -102,11 +102,54 @@ def test_failed_shots_and_a_killed_engine_reach_the_figures_of_their_cell():
 
 
 def bench_run(pp: float, tg: float) -> dict:
+    """An older run's llama-bench file: once per engine and model, means only."""
     rows = [
         {"test": "pp", "n_prompt": 64, "n_gen": 0, "avg_tok_s": pp, "std_tok_s": 1.0, "repetitions": 3},
         {"test": "tg", "n_prompt": 0, "n_gen": 16, "avg_tok_s": tg, "std_tok_s": 0.5, "repetitions": 3},
     ]
     return {"engine": "eng", "model": "m", "rows": rows}
+
+
+def bracketed_run(of: dict, pp: dict[str, list[float]], tg: dict[str, list[float]]) -> dict:
+    """A series' llama-bench file: every repetition of each bracket, the same work as the series."""
+    settings = {"n_threads": 2, "n_batch": 2048, "n_ubatch": 512, "n_gpu_layers": 0, "flash_attn": "auto"}
+
+    def row(test, samples):
+        work = (
+            {"n_prompt": 64, "n_gen": 0, "n_depth": 0}
+            if test == "pp"
+            else {"n_prompt": 0, "n_gen": 16, "n_depth": 64}
+        )
+        return {"test": test, **work, **settings, "samples_tok_s": samples}
+
+    brackets = [{"bracket": b, "rows": [row("pp", pp[b]), row("tg", tg[b])], "error": None} for b in pp]
+    return {"job_id": job_id(of), "engine": "eng", "model": "m", "brackets": brackets}
+
+
+def test_same_work_llama_bench_gives_a_ratio_with_its_range_and_tells_noise_from_a_difference():
+    warm = [{"engine_prefill_tok_s": v, "engine_decode_tok_s": d} for v, d in
+            ((100.0, 40.0), (600.0, 49.0), (650.0, 50.0), (700.0, 51.0))]  # fmt: skip
+    pp = {"before": [640.0, 660.0], "after": [600.0, 700.0]}  # overlaps ours: noise
+    tg = {"before": [56.0, 57.0], "after": [55.0, 58.0]}  # every pairing below 1: systematic
+    figures, caveats = run(series(WARM, warm), bench=[bracketed_run(WARM, pp, tg)])
+    assert only(figures, "bench_pp_tok_s").value == pytest.approx(650.0)  # mean of all 4 repetitions
+    assert only(figures, "bench_pp_tok_s").kind == "derived"  # arithmetic on the tool's samples
+    assert only(figures, "bench_pp_tok_s_highest").kind == "engine-reported"  # one value it printed
+    prefill = only(figures, "prefill_vs_llama_bench_ratio")
+    assert prefill.value == pytest.approx(1.0)
+    low, high = (
+        only(figures, "prefill_vs_llama_bench_ratio_low"),
+        only(figures, "prefill_vs_llama_bench_ratio_high"),
+    )
+    assert (low.value, high.value) == (pytest.approx(600.0 / 700.0), pytest.approx(700.0 / 600.0))
+    assert [s.rsplit("/", 1)[1] for s in low.shot_ids] == ["shot2", "shot3", "shot4"]  # the warm rule
+    decode = only(figures, "decode_vs_llama_bench_ratio")
+    assert decode.value == pytest.approx(50.0 / 56.5)
+    assert only(figures, "decode_vs_llama_bench_ratio_high").value == pytest.approx(51.0 / 55.0)
+    said = caveats["bench_disagree"]
+    assert decode.figure_id in said["figure_ids"] and prefill.figure_id not in said["figure_ids"]
+    assert "1 of them every pairing" in said["sentence"] and "not the same work" not in said["sentence"]
+    assert any(s.endswith("before.tg16@d64") for s in decode.source_ids)
 
 
 def test_llama_bench_ratios_use_the_warm_rule_and_carry_the_rival_tool_caveat():
@@ -120,6 +163,7 @@ def test_llama_bench_ratios_use_the_warm_rule_and_carry_the_rival_tool_caveat():
     for figure in (prefill, decode, only(figures, "bench_pp_tok_s"), only(figures, "bench_tg_tok_s")):
         assert "rival_tool_figure" in figure.caveat_ids, figure.figure_id
     assert decode.figure_id in caveats["bench_disagree"]["figure_ids"]  # 9 % apart
+    assert "not the same work" in caveats["bench_disagree"]["sentence"]  # an empty context, run apart
     assert only(figures, "bench_tg_tok_s").kind == "engine-reported"
 
 
@@ -203,3 +247,14 @@ def test_engines_compared_after_different_warm_ups_carry_a_caveat():
             row["engine_warmup_run"] = "one decode before ready"
     _figures, caveats = run(*rows)
     assert "engine_warmup_differs" not in caveats
+
+
+def test_a_prefill_nothing_says_was_full_carries_a_caveat():
+    unknown = [{"prompt_cache_state": "not known", "engine_cached_tokens": None}] * 3
+    figures, caveats = run(series(WARM, unknown))
+    touched = caveats["prompt_cache_state_unknown"]["figure_ids"]
+    assert only(figures, "prefill_tok_s").figure_id in touched
+    assert only(figures, "decode_tok_s").figure_id not in touched
+    counted = [{"prompt_cache_state": "not known", "engine_cached_tokens": 0}] * 3  # usage said: none reused
+    _figures, caveats = run(series(WARM, counted))
+    assert "prompt_cache_state_unknown" not in caveats

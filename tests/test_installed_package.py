@@ -1,6 +1,7 @@
 """The package works as a built wheel, away from the source tree: its schemas, report template and
 plot captions travel inside it (the library once read workflow/schemas by a relative path)."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -26,14 +27,27 @@ print("ok", len(figures))
 """
 
 
+def source_copy(destination):
+    """What a wheel is built from, copied: pip's build would leave build/ and *.egg-info in the tree."""
+    destination.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (REPO / name).exists():
+            shutil.copy2(REPO / name, destination / name)
+    shutil.copytree(
+        REPO / "whichshot", destination / "whichshot", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return destination
+
+
 def test_a_built_wheel_carries_its_schemas_template_and_captions(tmp_path):
+    source = source_copy(tmp_path / "source")
     built = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "wheel",
-            str(REPO),
+            str(source),
             "--no-deps",
             "--no-build-isolation",
             "-q",

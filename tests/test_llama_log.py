@@ -1,7 +1,7 @@
 """The engine-log parser on lines llama-server (vendored build 11312) printed on this machine."""
 # ruff: noqa: E501 -- log lines are kept exactly as the engine printed them
 
-from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
+from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
 
 # Gemma 3 270M: a full cache and a sliding-window cache, each with its own size line.
 GEMMA_START = """\

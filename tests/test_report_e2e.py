@@ -15,7 +15,7 @@ import pytest
 
 from tests.pipeline import REPO
 from tests.report_run import finished_report_run
-from whichshot.figures.caveats import RULES
+from whichshot.figures.caveats import rules
 from whichshot.figures.provenance import KINDS
 from whichshot.report.plots import PLOT_NAMES
 
@@ -109,7 +109,7 @@ def test_caveats_fire_from_the_data_and_link_to_their_figures(run, figures, page
     assert ("prompt_cache_hit" in fired) == (shots["engine_cached_tokens"].fillna(0) > 0).any()
     lossless = figures[figures["metric"] == "lossless_share"]["value"]
     assert ("lossless_check_failed" in fired) == (lossless < 1).any()
-    assert caveats["caveat_id"].is_unique and len(caveats) <= len(RULES)
+    assert caveats["caveat_id"].is_unique and len(caveats) <= len(rules())
     for caveat in caveats.to_dict("records"):
         assert f"cav-{caveat['caveat_id']}" in page.element_ids
         assert set(caveat["figure_ids"]) <= set(figures["figure_id"])

@@ -104,8 +104,9 @@ def test_nvml_backend_reads_energy_only_when_due_or_full(monkeypatch) -> None:
     for field, value in (("clock_sm_mhz", 1980), ("power_mw", 80000), ("energy_mj", 5000)):
         monkeypatch.setitem(nvml_backend.READERS, field, lambda h, f=field, v=value: calls.append(f) or v)
     fields = ("clock_sm_mhz", "power_mw", "energy_mj")
-    static = {"index": 0, "name": "test GPU"}
-    backend = nvml_backend.NvmlBackend(None, static, fields, gpm=None, energy_interval_s=3600)
+    static = {"index": 0, "name": "test GPU", "uuid": "GPU-test"}
+    gpu = nvml_backend._Gpu(None, static, fields, gpm=None)
+    backend = nvml_backend.NvmlBackend([gpu], energy_interval_s=3600)
     first, second, marked = backend.read(), backend.read(), backend.read(full=True)
     assert first.values["gpu_energy_j"] == 5.0
     assert second.values["gpu_energy_j"] is None  # not read this tick: no value, no error
@@ -160,8 +161,8 @@ def _fail_nvml_init() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the linux backend needs Linux")
 def test_auto_without_nvidia_driver_gives_linux_only_and_gpu_caveats(monkeypatch) -> None:
     monkeypatch.setattr(pynvml, "nvmlInit", _fail_nvml_init)
-    backends, caveats = open_backends(["auto"])
-    assert [b.name for b in backends] == ["linux"]
+    backends, caveats, gpus = open_backends(["auto"])
+    assert [b.name for b in backends] == ["linux"] and gpus.uuids == ()
     gpu_caveats = [c for c in caveats if c["backend"] == "nvml"]
     assert [c["sensor"] for c in gpu_caveats] == list(NVML_COLUMNS)
     for item in gpu_caveats:
@@ -172,7 +173,7 @@ def test_auto_without_nvidia_driver_gives_linux_only_and_gpu_caveats(monkeypatch
 
 
 def test_none_and_unknown_backend_names() -> None:
-    assert open_backends(["none"]) == ([], [])
+    assert open_backends(["none"])[:2] == ([], [])
     for bad in ("rocm", "nvml:x", "linux:1"):
         with pytest.raises(ValueError, match="unknown telemetry backend"):
             open_backends([bad])

@@ -61,7 +61,7 @@ def _sleep_or_mark(recorder: TelemetryRecorder, seconds: float, mark_every_s: fl
 
 def bench(backend_names: list[str], seconds: float, interval_s: float, mark_every_s: float = 0.0) -> dict:
     """Run the recorder for `seconds` and return its cost and lateness."""
-    backends, caveats = open_backends(backend_names)
+    backends, caveats, _gpus = open_backends(backend_names)
     recorder = TelemetryRecorder(backends, interval_s=interval_s)
     cpu0_s, wall0_s = time.process_time(), time.monotonic()
     recorder.start()

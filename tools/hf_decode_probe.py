@@ -34,9 +34,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engines.base import ServerSettings, ShotRequest  # noqa: E402
-from engines.hf_server import Engine, TokenTimer, parse_args, weight_placement  # noqa: E402
-from engines.transformers_engine import ENGINE  # noqa: E402
+from whichshot.engines.base import ServerSettings, ShotRequest  # noqa: E402
+from whichshot.engines.hf_server import Engine, TokenTimer, parse_args, weight_placement  # noqa: E402
+from whichshot.engines.transformers_engine import ENGINE  # noqa: E402
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends  # noqa: E402
 from whichshot.telemetry.base import Backend  # noqa: E402
 from whichshot.telemetry.nvml import open_nvml  # noqa: E402
@@ -185,7 +185,7 @@ def first_shots(engine: Engine, prompt: list[int], tokens: int) -> None:
 
 
 def _nvml_without_gpm() -> list[Backend]:
-    backend, _caveats = open_nvml(0, gpm=False)
+    backend, _caveats, _gpus = open_nvml(0, gpm=False)
     return [backend] if backend is not None else []
 
 

@@ -24,7 +24,8 @@ def main(run_dir: Path, run_id: str) -> None:
         "builds": sorted(run_dir.glob("engines/*/build.json")),
         "models": sorted(run_dir.glob("models/*.json")),
     }
-    bench = sorted(run_dir.glob("bench/*/*.json"))
+    # bench/<job>.json: a series' llama-bench brackets; bench/<engine>/<model>.json: an older run's.
+    bench = sorted([*run_dir.glob("bench/*.json"), *run_dir.glob("bench/*/*.json")])
     write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"])
     write_report_from_files(paths, run_dir / "report", run_id)
 

@@ -12,13 +12,28 @@ import jsonschema
 import yaml
 
 from whichshot.engine_config import check_engines, check_spec_modes, check_warmups
+from whichshot.engines import engine_kinds, import_engine_modules, load_engine
 from whichshot.errors import WhichshotError
 from whichshot.tables import record_schema
 
 
 def load_schema() -> dict[str, Any]:
-    """The config JSON schema (whichshot/schemas/config.schema.yaml)."""
-    return record_schema("config")
+    """The config JSON schema: whichshot/schemas/config.schema.yaml with every registered engine
+    kind's own keys (its config_schema, when kind names it) and speculative-mode block joined in."""
+    schema = copy.deepcopy(record_schema("config"))
+    entry = schema["properties"]["engines"]["additionalProperties"]
+    mode = schema["properties"]["spec_modes"]["additionalProperties"]
+    entry["properties"]["kind"]["enum"] = list(engine_kinds())
+    entry["allOf"] = []
+    mode["additionalProperties"] = False
+    for kind in engine_kinds():
+        engine = load_engine(kind)
+        entry["allOf"].append({"if": {"required": ["kind"], "properties": {"kind": {"const": kind}}},
+                               "then": engine.config_schema})  # fmt: skip
+        mode["properties"][kind] = engine.mode_schema
+        for key in engine.legacy_mode_keys:  # the older form: the kind's keys at the mode's top
+            mode["properties"][key] = engine.mode_schema["properties"][key]
+    return schema
 
 
 def _fill_defaults(validator, properties, instance, schema):
@@ -52,6 +67,9 @@ def config_problems(config: dict[str, Any], schema: dict[str, Any]) -> list[str]
 def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Raise WhichshotError naming the first bad field; then the semantic checks. Returns the
     config with the schema's defaults filled in."""
+    # Kinds a config adds must be known before its engines can be checked (the list itself is
+    # checked with everything else below).
+    import_engine_modules(config.get("engine_modules") or [])
     schema = schema or load_schema()
     problems = config_problems(config, schema)
     if problems:

@@ -1,39 +1,26 @@
-"""Checks of engines and speculative modes the schema cannot express, one readable line each."""
+"""Checks of engines and speculative modes beyond the schema, one readable line each; each kind's
+own checks are its module's (check_config, check_mode)."""
 
 from typing import Any
 
-from whichshot.errors import WhichshotError
-from whichshot.spec_modes import KIND_BLOCKS, applies, is_no_draft, kind_settings, uses_draft_model
-
-LOOPBACK_NAMES = ("127.0.0.1", "{host}")
-
-
-def _fail(where: str, problem: str) -> None:
-    raise WhichshotError(f"invalid config: {where}: {problem}")
+from whichshot.engines import engine_kinds, load_engine
+from whichshot.errors import invalid_config
+from whichshot.spec_modes import applies, is_no_draft, kind_settings, uses_draft_model
 
 
 def check_engines(config: dict[str, Any]) -> None:
-    """An openai engine's server must be told to bind 127.0.0.1 (in argv or env)."""
+    """Each engine's own checks."""
     for name, spec in config["engines"].items():
-        if spec["kind"] != "openai":
-            continue
-        words = [*spec["argv"], *spec["env"].values()]
-        if not any(loop in word for word in words for loop in LOOPBACK_NAMES):
-            _fail(
-                f"engines.{name}.argv",
-                "the server must bind 127.0.0.1: name {host} or 127.0.0.1 in argv or env",
-            )
+        load_engine(spec["kind"]).check_config(name, spec)
 
 
 def check_warmups(config: dict[str, Any]) -> None:
     """Every engine can honour every protocol.engine_warmup value (an openai server only its own)."""
-    from engines import load_engine  # here: the engine modules import the measurement layer
-
     for name, spec in config["engines"].items():
         offered = load_engine(spec["kind"]).warmups
         for value in config["protocol"]["engine_warmup"]:
             if value not in offered:
-                _fail(
+                raise invalid_config(
                     "protocol.engine_warmup",
                     f"engine {name} ({spec['kind']}) cannot promise warm-up {value!r}; it offers "
                     + ", ".join(offered),
@@ -47,35 +34,28 @@ def check_spec_modes(config: dict[str, Any]) -> None:
         where = f"spec_modes.{name}"
         draft = mode.get("draft_model")
         if draft is not None and draft not in config["models"]:
-            _fail(f"{where}.draft_model", f"{draft!r} is not in models")
-        if "type" in mode and "llama_cpp" in mode:
-            _fail(
-                where,
-                "give llama.cpp's settings either at the top (type/options) or under llama_cpp, not both",
-            )
-        if "transformers" in mode:
-            _check_transformers_mode(f"{where}.transformers", mode["transformers"])
+            raise invalid_config(f"{where}.draft_model", f"{draft!r} is not in models")
+        for kind in engine_kinds():
+            engine = load_engine(kind)
+            if kind in mode and any(key in mode for key in engine.legacy_mode_keys):
+                raise invalid_config(
+                    where, f"give {kind}'s settings either at the top or under {kind}, not both"
+                )
+            if kind in mode:
+                engine.check_mode(f"{where}.{kind}", mode[kind])
         _check_draft_use(where, mode, draft is not None)
         if not is_no_draft(mode) and not any(applies(mode, kind) for kind in kinds):
-            _fail(where, f"has settings for no engine kind of this config ({', '.join(sorted(kinds))})")
-
-
-def _check_transformers_mode(where: str, settings: dict[str, Any]) -> None:
-    lookup, assistant = "prompt_lookup_num_tokens" in settings, bool(settings.get("assistant_model"))
-    if lookup == assistant:
-        _fail(where, "give exactly one of prompt_lookup_num_tokens or assistant_model: true")
-    if "max_matching_ngram_size" in settings and not lookup:
-        _fail(where, "max_matching_ngram_size belongs to prompt lookup")
-    if "num_assistant_tokens" in settings and not assistant:
-        _fail(where, "num_assistant_tokens belongs to assistant_model")
+            raise invalid_config(
+                where, f"has settings for no engine kind of this config ({', '.join(sorted(kinds))})"
+            )
 
 
 def _check_draft_use(where: str, mode: dict[str, Any], has_draft: bool) -> None:
-    users = [kind for kind in KIND_BLOCKS if uses_draft_model(kind_settings(mode, kind) or {}, kind)]
+    users = [kind for kind in engine_kinds() if uses_draft_model(kind_settings(mode, kind) or {}, kind)]
     if users and not has_draft:
-        _fail(where, f"its {users[0]} settings draft with a model: give draft_model")
+        raise invalid_config(where, f"its {users[0]} settings draft with a model: give draft_model")
     if has_draft and not users:
-        _fail(
+        raise invalid_config(
             where,
             "draft_model is given but no setting drafts with it (llama_cpp type draft-simple, "
             "transformers assistant_model: true, openai {draft_model} in args)",

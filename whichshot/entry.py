@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from whichshot.engines import import_engine_modules
 from whichshot.errors import WhichshotError
 
 
@@ -26,6 +27,7 @@ def run_script(smk: Any, main: Callable[[Any], None]) -> None:
     # and Python then never raises KeyboardInterrupt: Ctrl-C must always unwind a measurement.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        import_engine_modules(smk.config.get("engine_modules") or [])  # kinds the config adds
         main(smk)
     except WhichshotError as exc:
         line = f"whichshot: error: {exc}"

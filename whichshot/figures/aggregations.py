@@ -139,6 +139,31 @@ def given(values, params) -> float | None:
     return params["value"]
 
 
+def samples_mean(values, params) -> float | None:
+    """The mean of another tool's samples (every repetition it printed)."""
+    return statistics.fmean(params["samples"]) if params["samples"] else None
+
+
+def samples_lowest(values, params) -> float | None:
+    return min(params["samples"], default=None)
+
+
+def samples_highest(values, params) -> float | None:
+    return max(params["samples"], default=None)
+
+
+def lowest_over_input(rows, columns, params, inputs=()) -> float | None:
+    """The cited shots' lowest value over the input figure's (one end of a ratio's range)."""
+    values = _values(rows, columns[0])
+    return min(values) / inputs[0] if values and inputs and inputs[0] else None
+
+
+def highest_over_input(rows, columns, params, inputs=()) -> float | None:
+    """The cited shots' highest value over the input figure's (the other end)."""
+    values = _values(rows, columns[0])
+    return max(values) / inputs[0] if values and inputs and inputs[0] else None
+
+
 AGGREGATIONS = {
     a.name: a
     for a in (
@@ -155,7 +180,12 @@ AGGREGATIONS = {
         Aggregation("ratio", "figures", ratio),
         Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
         Aggregation("relative_gap", "figures", relative_gap),
+        Aggregation("lowest_over_input", "shots", lowest_over_input),
+        Aggregation("highest_over_input", "shots", highest_over_input),
         Aggregation("reported_by_another_tool", "source", given, picks_one_value=True),
+        Aggregation("tool_samples_mean", "source", samples_mean),
+        Aggregation("tool_samples_lowest", "source", samples_lowest, picks_one_value=True),
+        Aggregation("tool_samples_highest", "source", samples_highest, picks_one_value=True),
         Aggregation("constant", "constant", given),
     )
 }

@@ -155,6 +155,19 @@ def given(
     unit: str,
     aggregation: str,
     source_id: str,
+    **described: Any,
+) -> Figure:
+    """A value taken as it is: another tool's number (reported_by_another_tool) or a constant of
+    ours (constant). It cites its source, not shots."""
+    return from_source(metric, aggregation, {"value": value}, [source_id], unit, **described)
+
+
+def from_source(
+    metric: str,
+    aggregation: str,
+    parameters: dict[str, Any],
+    source_ids: Sequence[str],
+    unit: str,
     *,
     cell: Cell,
     formula: str,
@@ -163,8 +176,9 @@ def given(
     which_shot: str,
     note: str = "",
 ) -> Figure:
-    """A value taken as it is: another tool's number (reported_by_another_tool) or a constant of
-    ours (constant). It cites its source, not shots."""
+    """A figure computed from what another tool printed (kept in parameters, so the value can be
+    recomputed) or a constant; it cites its sources, not shots."""
+    value = compute(aggregation, None, [], parameters)
     return Figure(
         figure_id=_figure_id(cell, metric, None),
         metric=metric,
@@ -174,9 +188,9 @@ def given(
         aggregation=aggregation,
         columns=[],
         reads=[],
-        parameters=json.dumps({"value": value}),
+        parameters=json.dumps(parameters, sort_keys=True),
         shot_ids=[],
-        source_ids=[source_id],
+        source_ids=list(source_ids),
         input_figure_ids=[],
         cell_id=cell_id(cell),
         baseline_cell_id="",

@@ -33,8 +33,8 @@ def kind_of(aggregation: str, columns: Sequence[str], n_shots: int, input_kinds:
         return "assumed"
     if how.rests_on_a_model or {"inferred", "assumed"} & set(input_kinds):
         return "inferred"
-    if how.inputs == "source":
-        return "engine-reported"
+    if how.inputs == "source":  # one value the tool printed, or arithmetic on several
+        return "engine-reported" if how.picks_one_value else "derived"
     if how.picks_one_value and n_shots == 1 and len(columns) == 1:
         return column_kinds().get(columns[0], "derived")
     return "derived"

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats import RULES, attach
+from whichshot.figures.caveats import attach, rules
 from whichshot.figures.cell_figures import cell_figures
 from whichshot.figures.cells import AXES
 from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
@@ -46,7 +46,7 @@ def compute_figures(
     catalog.add(constant_figures(warm_fraction))
     for family in FAMILIES:
         catalog.add(family(catalog))
-    findings = [f for rule in RULES if (f := rule(catalog)) is not None]
+    findings = [f for rule in rules() if (f := rule(catalog)) is not None]
     caveats = attach(findings, catalog.figures, catalog.shots)
     return catalog.figures, caveats
 

@@ -29,6 +29,9 @@ def read_shots(path: Path) -> pd.DataFrame:
     return upgrade_shots(pd.read_parquet(path))
 
 
+VERSION_1_GPU = "NVML index 0, whatever GPU the engine used (shots of version 1)"
+
+
 def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     """A shots table of any version with the current schema's columns. Columns a version lacked
     are derived from what it recorded where they can be (version 1 -> 2: prompt_tokens_requested,
@@ -51,6 +54,8 @@ def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
     # Version 1 had no choice: each engine kind did what it does by default.
     rows["engine_warmup"] = DEFAULT_WARMUP
     rows["engine_warmup_run"] = [_default_warmup(kind) for kind in rows["engine_kind"]]
+    sampled_gpu = rows["telemetry_backends"].fillna("").str.contains("nvml")
+    rows["telemetry_gpu_choice"] = rows["telemetry_gpu_choice"].where(~sampled_gpu, VERSION_1_GPU)
     seconds = rows["t_end_mono_s"] - rows["t_request_mono_s"]
     rows["gpu_energy_power_w"] = [
         counter_power_w(_value(energy), s) for energy, s in zip(rows["gpu_energy_j"], seconds, strict=True)
@@ -63,9 +68,9 @@ def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _default_warmup(kind) -> str | None:
-    from engines import ENGINE_KINDS, load_engine  # here: the engines import this package
+    from whichshot.engines import engine_kinds, load_engine  # here: the engines import this package
 
-    return load_engine(kind).warmups[DEFAULT_WARMUP][1] if kind in ENGINE_KINDS else None
+    return load_engine(kind).warmups[DEFAULT_WARMUP][1] if kind in engine_kinds() else None
 
 
 def _value(value):

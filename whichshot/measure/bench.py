@@ -1,43 +1,139 @@
-"""Cross-check with the engine's own benchmark tool (llama-bench) on the same build and model."""
+"""The engine's own benchmark tool (llama-bench) on the same work as a warm series, run right before
+and right after it in the same job, so that its numbers and ours share the machine's state.
+
+The same work: prefill of the series' prompt length from an empty context (pp at depth 0), and
+decode of its output length after that prompt (tg at depth = prompt length), with the server's
+threads, batch and micro-batch sizes, GPU layers and flash-attention setting (the engine's
+bench_argv passes them). Each bracket's llama-bench rows keep every repetition's tok/s, so the
+figures can tell noise (the spread) from a systematic difference."""
 
 import json
 import subprocess
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from whichshot.errors import WhichshotError
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, Job
+from whichshot.measure.protocol import JobContext, prompt_of
+
+T = TypeVar("T")
+# llama-bench's JSON gives flash attention as llama.cpp's enum value; the server's flag takes a name.
+FLASH_ATTENTION_NAMES = {-1: "auto", 0: "off", 1: "on"}
 
 
-def run_engine_bench(
-    argv: list[str], lengths: list[int], output_tokens: int, repetitions: int, threads: int
-) -> list[dict[str, Any]]:
-    """Run llama-bench for prefill at each length and decode of `output_tokens`; parse its JSON."""
-    full = [
-        *argv,
-        "-p", ",".join(str(n) for n in lengths),
-        "-n", str(output_tokens),
-        "-r", str(repetitions),
-        "-t", str(threads),
-    ]  # fmt: skip
-    result = subprocess.run(full, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise WhichshotError(f"llama-bench failed (exit {result.returncode}): {tail}")
-    return parse_bench_json(result.stdout)
+@dataclass(frozen=True)
+class BenchPlan:
+    """What to run in each bracket: the tool's argv (model and server settings) and the work."""
+
+    argv: tuple[str, ...]
+    prompt_tokens: int
+    output_tokens: int
+    repetitions: int
+
+
+def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str | None:
+    """Why this series gets no llama-bench brackets (None: it gets them)."""
+    if not bench["enabled"]:
+        return "bench.enabled is false"
+    if not has_bench:
+        return "the engine kind has no benchmark tool"
+    if job.protocol != "warm" or job.workload != BASE_WORKLOAD:
+        return "only warm series of the protocol grid are set against llama-bench (it times warm runs)"
+    if job.spec_mode != NO_DRAFT:
+        return "llama-bench does not draft: only series without speculative decoding are compared"
+    return None
+
+
+def plan_for(ctx: JobContext, bench: dict[str, Any]) -> tuple[BenchPlan | None, str | None]:
+    """The brackets' plan for this series, or why it has none."""
+    reason = not_benched_because(ctx.job, bench, ctx.engine.has_bench)
+    if reason:
+        return None, reason
+    plan = BenchPlan(
+        argv=tuple(ctx.engine.bench_argv(ctx.build, ctx.model_path, ctx.settings)),
+        prompt_tokens=len(prompt_of(ctx, "A")["token_ids"]),
+        output_tokens=ctx.output_tokens,
+        repetitions=bench["repetitions"],
+    )
+    return plan, None
+
+
+def bench_record(ctx: JobContext, plan: BenchPlan | None, reason: str | None, brackets: list) -> dict:
+    """results/bench/{job}.json: the series' brackets, or why there are none."""
+    return {
+        "job_id": ctx.job.job_id,
+        "engine": ctx.job.engine,
+        "model": ctx.job.model,
+        "build_id": ctx.build["build_id"],
+        "model_sha256": ctx.model["sha256"],
+        "not_run": reason,
+        "work": None
+        if plan is None
+        else {
+            "prompt_tokens": plan.prompt_tokens,
+            "output_tokens": plan.output_tokens,
+            "repetitions": plan.repetitions,
+        },  # fmt: skip
+        "brackets": brackets,
+    }
+
+
+def same_work_argvs(plan: BenchPlan) -> dict[str, list[str]]:
+    """llama-bench argument lists: prefill at depth 0 and decode at the prompt's depth."""
+    common = ["-r", str(plan.repetitions), "-o", "json"]
+    return {
+        "pp": [*plan.argv, "-p", str(plan.prompt_tokens), "-n", "0", "-d", "0", *common],
+        "tg": [*plan.argv, "-p", "0", "-n", str(plan.output_tokens), "-d", str(plan.prompt_tokens), *common],
+    }
+
+
+def run_bracket(plan: BenchPlan, bracket: str) -> dict[str, Any]:
+    """One bracket (before or after the series): both tests; a failure is recorded, not raised
+    (the series' shots are the run's product; a missing cross-check is said in the report)."""
+    t_start_s = time.monotonic()
+    rows: list[dict[str, Any]] = []
+    error = None
+    for argv in same_work_argvs(plan).values():
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            error = f"llama-bench failed (exit {result.returncode}): {tail}"
+            break
+        rows += parse_bench_json(result.stdout)
+    return {"bracket": bracket, "t_start_mono_s": t_start_s, "t_end_mono_s": time.monotonic(),
+            "argvs": same_work_argvs(plan), "rows": rows, "error": error}  # fmt: skip
+
+
+def bracketed(plan: BenchPlan | None, series: Callable[[], T]) -> tuple[T, list[dict[str, Any]]]:
+    """Run the series between two brackets of llama-bench (none without a plan)."""
+    if plan is None:
+        return series(), []
+    before = run_bracket(plan, "before")
+    result = series()
+    return result, [before, run_bracket(plan, "after")]
 
 
 def parse_bench_json(text: str) -> list[dict[str, Any]]:
-    """llama-bench -o json rows, reduced to the test and its mean/std tok/s."""
+    """llama-bench -o json rows, reduced to the test, its settings and every repetition's tok/s."""
     rows = json.loads(text)
     return [
         {
             "test": "pp" if row["n_gen"] == 0 else "tg",
             "n_prompt": row["n_prompt"],
             "n_gen": row["n_gen"],
+            "n_depth": row.get("n_depth", 0),
             "avg_tok_s": row["avg_ts"],
             "std_tok_s": row["stddev_ts"],
+            "samples_tok_s": row.get("samples_ts", []),
             "repetitions": len(row.get("samples_ts", [])),
-            "build_commit": row.get("build_commit"),
             "n_threads": row.get("n_threads"),
+            "n_batch": row.get("n_batch"),
+            "n_ubatch": row.get("n_ubatch"),
+            "n_gpu_layers": row.get("n_gpu_layers"),
+            "flash_attn": row.get("flash_attn"),  # llama.cpp's enum value: FLASH_ATTENTION_NAMES
+            "type_k": row.get("type_k"),
+            "build_commit": row.get("build_commit"),
         }
         for row in rows
     ]

@@ -15,6 +15,7 @@ import psutil
 import requests
 
 from whichshot.errors import EngineDied, EngineNotReady, WhichshotError
+from whichshot.telemetry.gpus import PCI_ORDER
 
 LOOPBACK = "127.0.0.1"
 _STOP_GRACE_S = 10.0
@@ -48,6 +49,23 @@ def ensure_port_free(port: int) -> None:
             ) from None
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """A process and all its descendants ([] once it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def in_pci_order(env: dict[str, str] | None) -> dict[str, str]:
+    """The engine's environment with CUDA numbering GPUs in PCI bus order unless it says otherwise:
+    then the engine's CUDA device k is known to NVML (telemetry/gpus.py)."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("CUDA_DEVICE_ORDER", PCI_ORDER)
+    return env
+
+
 class EngineProcess:
     """One start of an engine: a child in its own session, logging to a file."""
 
@@ -62,7 +80,7 @@ class EngineProcess:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=in_pci_order(env),
             start_new_session=True,
         )
 
@@ -130,14 +148,11 @@ class EngineProcess:
     def listening(self) -> list[str]:
         """'address:port' of every socket the engine's process tree listens on."""
         found = []
-        try:
-            root = psutil.Process(self.pid)
-            for process in [root, *root.children(recursive=True)]:
+        for process in process_tree(self.pid):
+            with contextlib.suppress(psutil.NoSuchProcess):
                 for conn in process.net_connections(kind="inet"):
                     if conn.status == psutil.CONN_LISTEN:
                         found.append(f"{conn.laddr.ip}:{conn.laddr.port}")
-        except psutil.NoSuchProcess:
-            pass
         return found
 
     def check_loopback_only(self) -> None:

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import requests
 
-from engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
 from whichshot.atomic import JsonlJournal
+from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import BASE_WORKLOAD, Job
@@ -32,7 +32,9 @@ class ShotTelemetry(Protocol):
 
     def mark(self) -> None: ...
 
-    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict: ...
+    def summarize(
+        self, t_start_s: float, t_end_s: float, output_tokens: int | None, engine_pid: int
+    ) -> dict: ...
 
 
 @dataclass
@@ -132,7 +134,8 @@ def _stop(state: _ProcessState | None) -> None:
         state.server.stop()
 
 
-def _prompt(ctx: JobContext, variant: str) -> dict[str, Any]:
+def prompt_of(ctx: JobContext, variant: str) -> dict[str, Any]:
+    """The prompt (token ids and what they hold) of one variant of this job."""
     if ctx.job.workload == BASE_WORKLOAD:
         return ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
     return ctx.prompts["workloads"][ctx.job.prompt_key]
@@ -142,7 +145,7 @@ def _request(ctx: JobContext, variant: str) -> ShotRequest:
     # continue_text decodes a fixed count (speed only); workloads stop where the model stops.
     fixed_length = ctx.job.workload == BASE_WORKLOAD
     return ShotRequest(
-        prompt_token_ids=_prompt(ctx, variant)["token_ids"],
+        prompt_token_ids=prompt_of(ctx, variant)["token_ids"],
         max_output_tokens=ctx.output_tokens if fixed_length else ctx.workload_output_tokens,
         ignore_eos=fixed_length,
         timeout_s=ctx.shot_timeout_s,
@@ -186,7 +189,7 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))
-    record.update(quality_fields(outcome, request.prompt_token_ids, _prompt(ctx, variant)))
+    record.update(quality_fields(outcome, request.prompt_token_ids, prompt_of(ctx, variant)))
     record.update(t_request_mono_s=outcome.t_request_s, t_end_mono_s=outcome.t_end_s)
     record.update(status="ok", error=None, engine_died=False)
     return _with_telemetry(ctx, record, record["output_tokens"])
@@ -196,7 +199,7 @@ def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) ->
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
         window = (record["t_request_mono_s"], record["t_end_mono_s"])
-        record.update(ctx.telemetry.summarize(*window, output_tokens))
+        record.update(ctx.telemetry.summarize(*window, output_tokens, record["pid"]))
     return record
 
 
@@ -219,7 +222,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "workload": job.workload,
         "text_kind": job.text_kind,
         "corpus": ctx.prompts["corpus"] if job.workload == BASE_WORKLOAD else job.prompt_key,
-        "prompt_tokens": len(_prompt(ctx, job.prompt_variant(position))["token_ids"]),
+        "prompt_tokens": len(prompt_of(ctx, job.prompt_variant(position))["token_ids"]),
         "prompt_tokens_requested": job.prompt_tokens,
         "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
         "order": job.order,
@@ -243,6 +246,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "process_age_s": time.monotonic() - server.process.t_spawn_s,
         "context_tokens_requested": ctx.settings.context_tokens,
         "context_tokens_engine": server.context_tokens,
+        "prompt_cache_state": server.prompt_cache,
         **_startup_facts(server),
         "output_tokens_requested": ctx.output_tokens,
         "threads": ctx.settings.threads,

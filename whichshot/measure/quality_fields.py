@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from engines.base import ShotOutcome
+from whichshot.engines.base import ShotOutcome
 from whichshot.measure.quality import contains_verbatim, copy_fraction, needle_found, rename_applied
 
 COPY_SPAN_TOKENS = 8  # k: an output token counts as copied when it lies in a >= k-token span of the prompt

@@ -6,16 +6,24 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.atomic import JsonlJournal, write_text_atomic
+from whichshot.measure.process import process_tree
 from whichshot.measure.protocol import JobContext, run_job
-from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends, summarize_shot
+from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot
 from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
+from whichshot.telemetry.gpus import GpuChoice, check_engine_gpus
+from whichshot.telemetry.nvml import running_pids_by_uuid
 
 
 class RecorderTelemetry:
-    """The protocol's per-shot telemetry hooks on top of one TelemetryRecorder."""
+    """The protocol's per-shot telemetry hooks on top of one TelemetryRecorder; which GPUs it
+    samples, and whether NVML sees each engine process on them."""
 
-    def __init__(self, recorder: TelemetryRecorder, caveats: list[dict[str, str]]) -> None:
+    def __init__(
+        self, recorder: TelemetryRecorder, caveats: list[dict[str, str]], gpus: GpuChoice = NO_NVML
+    ) -> None:
         self.recorder = recorder
+        self.gpus = gpus
+        self._gpu_checks: dict[int, str] = {}
         unreadable = {c["sensor"] for c in caveats if c["id"] == NOT_READABLE}
         self.not_measured = "|".join(sorted(unreadable)) or None
         fallbacks = {f"{c['sensor']}: {c['reason']}" for c in caveats if c["id"] == FALLBACK}
@@ -24,15 +32,27 @@ class RecorderTelemetry:
     def mark(self) -> None:
         self.recorder.mark()
 
-    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None) -> dict:
+    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None, engine_pid: int) -> dict:
         samples = self.recorder.samples_around(t_start_s, t_end_s)
         summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens)
         return {
             **summary,
+            "telemetry_gpus": "|".join(self.gpus.uuids) or None,
+            "telemetry_gpu_choice": self.gpus.problem or self.gpus.how,
+            "telemetry_gpu_check": self.gpu_check(engine_pid),
             "telemetry_not_measured": self.not_measured,
             "telemetry_fallbacks": self.fallbacks,
             "telemetry_gaps": shot_gaps(self.recorder.gaps, samples, t_start_s, t_end_s),
         }
+
+    def gpu_check(self, engine_pid: int) -> str | None:
+        """Where NVML's process lists put this engine process (once per process)."""
+        if not self.gpus.uuids:
+            return None
+        if engine_pid not in self._gpu_checks:
+            pids = {process.pid for process in process_tree(engine_pid)}
+            self._gpu_checks[engine_pid] = check_engine_gpus(self.gpus.uuids, pids, running_pids_by_uuid())
+        return self._gpu_checks[engine_pid]
 
 
 def shot_gaps(
@@ -59,9 +79,11 @@ def run_series_with_telemetry(
     ctx: JobContext, shots_path: Path, telemetry_path: Path, telemetry: dict[str, Any]
 ) -> None:
     """Run the job's shots under the sampler; then write its samples tagged with shot and process."""
-    backends, caveats = open_backends(telemetry["backends"])
+    backends, caveats, gpus = open_backends(
+        telemetry["backends"], ctx.engine.gpu_use(ctx.build, ctx.settings)
+    )
     recorder = TelemetryRecorder(backends, interval_s=telemetry["interval_s"])
-    ctx.telemetry = RecorderTelemetry(recorder, caveats)
+    ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus)
     try:
         with recorder:
             records = run_job(ctx, JsonlJournal(shots_path))

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from engines.base import ServerSettings
+from whichshot.engines.base import ServerSettings
 
 
 def server_settings(

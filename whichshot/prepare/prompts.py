@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from engines.base import RunningEngine
+from whichshot.engines.base import RunningEngine
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_text
 

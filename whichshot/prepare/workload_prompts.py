@@ -3,7 +3,7 @@ the model's chat template applied where it has one (a plain completion prompt wh
 
 from typing import Any
 
-from engines.base import RunningEngine
+from whichshot.engines.base import RunningEngine
 from whichshot.errors import WhichshotError
 from whichshot.prepare import workloads as wl
 

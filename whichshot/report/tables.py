@@ -70,10 +70,12 @@ CROSSCHECK_METRICS = frozenset(
     {
         "client_vs_engine_decode_ratio",
         "client_vs_engine_prefill_ratio",
-        "prefill_vs_llama_bench_ratio",
-        "decode_vs_llama_bench_ratio",
-        "bench_pp_tok_s",
-        "bench_tg_tok_s",
+        *(
+            f"{test}_vs_llama_bench_ratio{end}"
+            for test in ("prefill", "decode")
+            for end in ("", "_low", "_high")
+        ),
+        *(f"bench_{test}_tok_s{end}" for test in ("pp", "tg") for end in ("", "_lowest", "_highest")),
     }
 )
 CLOCK_METRICS = frozenset(

@@ -1,6 +1,6 @@
 """Hardware telemetry sampled during shots: backends, the sampling thread, per-shot summaries.
 
-backends, caveats = open_backends(["auto"])
+backends, caveats, gpus = open_backends(["auto"], engine.gpu_use(build))  # gpus: which GPUs, how
 recorder = TelemetryRecorder(backends, interval_s=0.25, sink=write_row)
 recorder.start()
 recorder.mark(); t_start_s = time.monotonic()   # per shot: mark() brackets the energy
@@ -22,6 +22,7 @@ from whichshot.telemetry.base import (
     Reading,
     Sample,
 )
+from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, GpuChoice, GpuUse
 from whichshot.telemetry.linux import open_linux
 from whichshot.telemetry.nvml import THERMAL_REASONS, decode_throttle_reasons, open_nvml
 from whichshot.telemetry.powermetrics import open_powermetrics, parse_powermetrics
@@ -37,6 +38,7 @@ __all__ = [
     "THERMAL_REASONS",
     "Backend",
     "Reading",
+    "NO_NVML",
     "Sample",
     "TelemetryRecorder",
     "close_backends",
@@ -48,13 +50,12 @@ __all__ = [
 
 Opened = tuple[Backend | None, list[dict[str, str]]]
 
-# "nvml" is GPU 0 in NVML order; "nvml:N" picks GPU N (NVML order is PCI bus order, which
-# CUDA_VISIBLE_DEVICES numbering need not follow).
+# "nvml" is the GPU(s) the engine computes on (telemetry/gpus.py); "nvml:N" is NVML's GPU N.
 _OPENERS: dict[str, Callable[[], Opened]] = {
-    "nvml": open_nvml,
     "linux": open_linux,
     "powermetrics": open_powermetrics,
 }
+NO_NVML = GpuChoice((), "NVML not asked for")
 
 
 def _auto_names() -> list[str]:
@@ -72,26 +73,31 @@ def _expand(names: list[str]) -> list[str]:
     return expanded
 
 
-def _open_one(name: str) -> Opened:
+def _open_one(name: str, use: GpuUse) -> tuple[Backend | None, list[dict[str, str]], GpuChoice | None]:
     base, _, index = name.partition(":")
-    if base == "nvml" and index.isdigit():
-        return open_nvml(int(index))
+    if base == "nvml" and (index.isdigit() or not index):
+        return open_nvml(int(index) if index else None, use=use)
     if base not in _OPENERS or index:
-        known = ", ".join(["auto", "none", *_OPENERS, "nvml:N"])
+        known = ", ".join(["auto", "none", "nvml", "nvml:N", *_OPENERS])
         raise ValueError(f"unknown telemetry backend {name!r}; known: {known}")
-    return _OPENERS[base]()
+    return *_OPENERS[base](), None
 
 
-def open_backends(names: list[str]) -> tuple[list[Backend], list[dict[str, str]]]:
-    """Open the named backends ('auto': all that probe OK here; 'none': none) and the caveats."""
+def open_backends(
+    names: list[str], use: GpuUse = EVERY_VISIBLE_GPU
+) -> tuple[list[Backend], list[dict[str, str]], GpuChoice]:
+    """Open the named backends ('auto': all that probe OK here; 'none': none), NVML on the GPUs
+    the engine uses (use); the caveats, and which GPUs were chosen and how."""
     backends: list[Backend] = []
     caveats: list[dict[str, str]] = []
+    gpus = NO_NVML
     for name in _expand(names):
-        backend, backend_caveats = _open_one(name)
+        backend, backend_caveats, choice = _open_one(name, use)
         caveats += backend_caveats
+        gpus = choice or gpus
         if backend is not None:
             backends.append(backend)
-    return backends, caveats
+    return backends, caveats, gpus
 
 
 def close_backends(backends: list[Backend]) -> None:

@@ -13,6 +13,7 @@ META_COLUMNS: tuple[str, ...] = ("t_mono_s", "lateness_s", "telemetry_backends")
 NVML_COLUMNS: tuple[str, ...] = (
     "gpu_index",
     "gpu_name",
+    "gpu_uuid",
     "gpu_sm_clock_mhz",
     "gpu_mem_clock_mhz",
     "gpu_power_w",

@@ -6,13 +6,17 @@ columns, so decoding is tested on recorded raw samples without a GPU.
 
 import contextlib
 import math
+import os
+import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 
 from whichshot.telemetry.base import NVML_COLUMNS, Reading, SensorValue, error_text, not_readable
+from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, GpuChoice, GpuUse, NvmlDevice, choose_gpus
 
 BACKEND = "nvml"
 
@@ -83,7 +87,7 @@ GPM_FIELDS: dict[str, str] = {
     "gpm_dram_bw_util_pct": "gpu_dram_bw_util_pct",
     "gpm_sm_util_pct": "gpu_sm_util_pct",
 }
-STATIC_FIELDS: dict[str, str] = {"index": "gpu_index", "name": "gpu_name"}
+STATIC_FIELDS: dict[str, str] = {"index": "gpu_index", "name": "gpu_name", "uuid": "gpu_uuid"}
 RAW_TO_COLUMN: dict[str, str] = {**STATIC_FIELDS, **DYNAMIC_FIELDS, **GPM_FIELDS}
 
 Reader = Callable[[Any], int]
@@ -192,7 +196,12 @@ class GpmSampler:
 def read_static(handle: Any, index: int) -> dict[str, Any]:
     """Fields that do not change while the process runs."""
     name = pynvml.nvmlDeviceGetName(handle)
-    return {"index": index, "name": name.decode() if isinstance(name, bytes) else name}
+    uuid = pynvml.nvmlDeviceGetUUID(handle)
+    return {
+        "index": index,
+        "name": name.decode() if isinstance(name, bytes) else name,
+        "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+    }
 
 
 def read_raw(
@@ -225,6 +234,7 @@ def decode(raw: dict[str, Any]) -> dict[str, SensorValue]:
     return {
         "gpu_index": raw.get("index"),
         "gpu_name": raw.get("name"),
+        "gpu_uuid": raw.get("uuid"),
         "gpu_sm_clock_mhz": raw.get("clock_sm_mhz"),
         "gpu_mem_clock_mhz": raw.get("clock_mem_mhz"),
         "gpu_power_w": _scaled(raw.get("power_mw"), 1000.0),
@@ -236,27 +246,58 @@ def decode(raw: dict[str, Any]) -> dict[str, SensorValue]:
     }
 
 
+@dataclass
+class _Gpu:
+    handle: Any
+    static: dict[str, Any]
+    fields: tuple[str, ...]
+    gpm: GpmSampler | None
+
+
+# How the readings of several GPUs an engine spans make one sample: power and energy add up, the
+# slowest clock and the hottest GPU stand for all, throttle reasons join, utilisations average.
+_COMBINE: dict[str, Callable[[list], Any]] = {
+    "gpu_power_w": sum,
+    "gpu_energy_j": sum,
+    "gpu_sm_clock_mhz": min,
+    "gpu_mem_clock_mhz": min,
+    "gpu_temp_c": max,
+    "gpu_throttle_reasons": lambda masks: "|".join(sorted({r for m in masks for r in m.split("|") if r})),
+    "gpu_dram_bw_util_pct": statistics.fmean,
+    "gpu_sm_util_pct": statistics.fmean,
+}
+
+
+def combine_gpus(readings: list[dict[str, SensorValue]]) -> dict[str, SensorValue]:
+    """One sample from the readings of each sampled GPU (a column missing on any GPU is None)."""
+    if len(readings) == 1:
+        return readings[0]
+    combined: dict[str, SensorValue] = {
+        "gpu_index": None,
+        "gpu_name": "|".join(dict.fromkeys(str(r["gpu_name"]) for r in readings)),
+        "gpu_uuid": "|".join(str(r["gpu_uuid"]) for r in readings),
+    }
+    for column, how in _COMBINE.items():
+        values = [r.get(column) for r in readings]
+        combined[column] = None if any(v is None for v in values) else how(values)
+    return combined
+
+
 class NvmlBackend:
-    """One GPU's clocks, power, energy, temperature, throttle reasons and GPM metrics."""
+    """The GPUs' clocks, power, energy, temperature, throttle reasons and GPM metrics: one GPU's,
+    or the combined readings of every GPU the engine spans (combine_gpus says how)."""
 
     name = BACKEND
     columns = NVML_COLUMNS
 
-    def __init__(
-        self,
-        handle: Any,
-        static: dict[str, Any],
-        fields: tuple[str, ...],
-        gpm: GpmSampler | None,
-        energy_interval_s: float = ENERGY_INTERVAL_S,
-    ) -> None:
-        self._handle = handle
-        self._static = static
-        self._fields = fields
-        self._fast_fields = tuple(f for f in fields if f not in SLOW_FIELDS)
-        self._gpm = gpm
+    def __init__(self, gpus: list[_Gpu], energy_interval_s: float = ENERGY_INTERVAL_S) -> None:
+        self._gpus = gpus
         self._energy_interval_s = energy_interval_s
         self._slow_read_s = -math.inf
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        return tuple(gpu.static["uuid"] for gpu in self._gpus)
 
     def read(self, full: bool = False) -> Reading:
         """One NVML read; the energy counter only every energy_interval_s, or when full."""
@@ -265,15 +306,19 @@ class NvmlBackend:
         slow_due = full or now_s - self._slow_read_s >= 0.9 * self._energy_interval_s
         if slow_due:
             self._slow_read_s = now_s
-        fields = self._fields if slow_due else self._fast_fields
-        raw = read_raw(self._handle, self._gpm, fields)
-        errors = {RAW_TO_COLUMN[field]: text for field, text in raw.pop("errors").items()}
-        return Reading(decode({**self._static, **raw}), errors)
+        readings, errors = [], {}
+        for gpu in self._gpus:
+            fields = gpu.fields if slow_due else tuple(f for f in gpu.fields if f not in SLOW_FIELDS)
+            raw = read_raw(gpu.handle, gpu.gpm, fields)
+            errors.update({RAW_TO_COLUMN[field]: text for field, text in raw.pop("errors").items()})
+            readings.append(decode({**gpu.static, **raw}))
+        return Reading(combine_gpus(readings), errors)
 
     def close(self) -> None:
         """Free GPM buffers and release this backend's NVML reference."""
-        if self._gpm is not None:
-            self._gpm.close()
+        for gpu in self._gpus:
+            if gpu.gpm is not None:
+                gpu.gpm.close()
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
 
@@ -315,25 +360,78 @@ def _open_gpm(handle: Any, wanted: bool = True) -> tuple[GpmSampler | None, list
     return gpm, []
 
 
-def open_nvml(index: int = 0, gpm: bool = True) -> tuple[NvmlBackend | None, list[dict[str, str]]]:
-    """Init NVML once and open GPU `index` (NVML order); None plus caveats when impossible.
+def list_devices() -> list[NvmlDevice]:
+    """Every GPU NVML sees and this process may open (NVML initialised). A GPU a cgroup withholds
+    (Slurm's ConstrainDevices) is left out, as CUDA leaves it out of its numbering."""
+    devices = []
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            static = read_static(handle, index)
+            bus_id = pynvml.nvmlDeviceGetPciInfo(handle).busId
+        except pynvml.NVMLError:
+            continue
+        bus_id = bus_id.decode() if isinstance(bus_id, bytes) else bus_id
+        devices.append(NvmlDevice(index, static["uuid"], bus_id, static["name"]))
+    return devices
+
+
+def running_pids_by_uuid() -> dict[str, set[int]]:
+    """The PIDs NVML lists as computing (or drawing) on each GPU (NVML initialised)."""
+    by_uuid: dict[str, set[int]] = {}
+    for device in list_devices():
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index)
+        pids: set[int] = set()
+        for lister in (
+            pynvml.nvmlDeviceGetComputeRunningProcesses,
+            pynvml.nvmlDeviceGetGraphicsRunningProcesses,
+        ):
+            with contextlib.suppress(pynvml.NVMLError):
+                pids |= {process.pid for process in lister(handle)}
+        by_uuid[device.uuid] = pids
+    return by_uuid
+
+
+Opened = tuple[NvmlBackend | None, list[dict[str, str]], GpuChoice]
+
+
+def open_nvml(index: int | None = None, gpm: bool = True, use: GpuUse = EVERY_VISIBLE_GPU) -> Opened:
+    """Init NVML once and open the GPUs the engine uses (use, resolved by gpus.choose_gpus), or
+    NVML's GPU `index` when the config names one; None plus caveats when impossible.
     gpm=False leaves GPM (DRAM bandwidth, SM utilisation) off: those columns are not measured."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         reason = f"no NVIDIA driver (NVML init failed: {exc})"
-        return None, not_readable(NVML_COLUMNS, BACKEND, reason)
+        return None, not_readable(NVML_COLUMNS, BACKEND, reason), GpuChoice((), "not chosen", reason)
     try:
-        count = pynvml.nvmlDeviceGetCount()
-        if index >= count:
-            pynvml.nvmlShutdown()
-            reason = f"no NVIDIA GPU at index {index} (NVML sees {count})"
-            return None, not_readable(NVML_COLUMNS, BACKEND, reason)
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        static = read_static(handle, index)
+        devices = list_devices()
+        choice = _choice(index, use, devices)
+        chosen = [d for uuid in choice.uuids for d in devices if d.uuid == uuid]
+        gpus, caveats = [], []
+        for device in chosen:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device.index)
+            fields, field_caveats = _probe_fields(handle)
+            sampler, gpm_caveats = _open_gpm(handle, wanted=gpm)
+            gpus.append(_Gpu(handle, read_static(handle, device.index), fields, sampler))
+            caveats += field_caveats + gpm_caveats
     except pynvml.NVMLError as exc:
         pynvml.nvmlShutdown()
-        return None, not_readable(NVML_COLUMNS, BACKEND, f"NVML device open failed: {exc}")
-    fields, caveats = _probe_fields(handle)
-    sampler, gpm_caveats = _open_gpm(handle, wanted=gpm)
-    return NvmlBackend(handle, static, fields, sampler), caveats + gpm_caveats
+        reason = f"NVML device open failed: {exc}"
+        return None, not_readable(NVML_COLUMNS, BACKEND, reason), GpuChoice((), "not chosen", reason)
+    if not gpus:
+        pynvml.nvmlShutdown()
+        return None, not_readable(NVML_COLUMNS, BACKEND, choice.problem or choice.how), choice
+    return NvmlBackend(gpus), _unique(caveats), choice
+
+
+def _choice(index: int | None, use: GpuUse, devices: list[NvmlDevice]) -> GpuChoice:
+    if index is None:
+        return choose_gpus(use, os.environ, devices)
+    if index >= len(devices):
+        return GpuChoice((), "not chosen", f"no NVIDIA GPU at index {index} (NVML sees {len(devices)})")
+    return GpuChoice((devices[index].uuid,), f"NVML index {index}, as telemetry.backends names it")
+
+
+def _unique(caveats: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [dict(items) for items in dict.fromkeys(tuple(c.items()) for c in caveats)]

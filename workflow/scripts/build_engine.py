@@ -5,9 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from engines import load_engine
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import cache_root
+from whichshot.engines import load_engine
 from whichshot.entry import run_script
 
 

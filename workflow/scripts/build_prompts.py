@@ -6,8 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from engines import load_engine
 from whichshot.atomic import write_json_atomic
+from whichshot.engines import load_engine
 from whichshot.entry import run_script
 from whichshot.measure.settings import server_settings
 from whichshot.prepare.corpus import load_corpus

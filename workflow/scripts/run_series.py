@@ -6,9 +6,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from engines import load_engine
+from whichshot.atomic import write_json_atomic
+from whichshot.engines import load_engine
 from whichshot.entry import run_script
 from whichshot.host import host_identity
+from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.series import run_series_with_telemetry
@@ -46,7 +48,10 @@ def main(smk):
         log_dir=Path(smk.params.log_dir.replace("results/shots", "logs/engines")),
         identity=host_identity(),
     )
-    run_series_with_telemetry(ctx, Path(smk.output.shots), Path(smk.output.telemetry), smk.params.telemetry)
+    plan, not_run = plan_for(ctx, smk.params.bench)
+    output = (Path(smk.output.shots), Path(smk.output.telemetry))
+    _, brackets = bracketed(plan, lambda: run_series_with_telemetry(ctx, *output, smk.params.telemetry))
+    write_json_atomic(Path(smk.output.bench), bench_record(ctx, plan, not_run, brackets))
 
 
 run_script(snakemake, main)

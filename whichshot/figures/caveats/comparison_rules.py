@@ -6,7 +6,6 @@ import pandas as pd
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import (
     Finding,
-    columns_from,
     compared_across,
     flag_false,
     ids,
@@ -15,6 +14,7 @@ from whichshot.figures.caveats.finding import (
 from whichshot.figures.cells import AXES, group_cells, shots_in
 from whichshot.figures.constants import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
 from whichshot.figures.crosscheck_figures import BENCH_TESTS, CLIENT_ENGINE_METRIC
+from whichshot.figures.figure import Figure
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
 from whichshot.measure.lossless import counterpart_key
 
@@ -60,14 +60,42 @@ def bench_disagree(catalog: Catalog) -> Finding | None:
     ]
     if not bad:
         return None
+    worst = max(bad, key=lambda f: abs(f.value - 1))
+    systematic = [f for f in bad if _range_clear_of_one(catalog, f)]
+    apart = [f for f in bad if not any("@d" in s for s in f.source_ids)]
+    noisy = len(bad) - len(systematic) - len(apart)
+    said = [
+        f"In {len(bad)} comparison(s) our warm engine-timed speed and llama-bench's differ by more than "
+        f"{BENCH_TOLERANCE:.0%} (bench_tolerance; worst {worst.value - 1:+.1%}, {worst.figure_id})."
+    ]
+    if systematic:
+        said.append(
+            f"In {len(systematic)} of them every pairing of one of our shots with one llama-bench "
+            "repetition differs the same way: a systematic difference, beyond the noise of both."
+        )
+    if noisy:
+        said.append(f"In {noisy} the ranges overlap 1: noise is not ruled out.")
+    if apart:
+        said.append(
+            f"{len(apart)} set us against llama-bench run once, apart from the series, with its decode "
+            "from an empty context: not the same work."
+        )
+    said.append("llama-bench times the engine alone, without HTTP or sampling.")
     return Finding(
         "bench_disagree",
-        f"In {len(bad)} comparison(s) our warm engine-timed speed and llama-bench's differ by more than "
-        f"{BENCH_TOLERANCE:.0%} (bench_tolerance): llama-bench times the engine alone, without HTTP, "
-        "sampling or our shot position, and its decode starts from an empty context.",
+        " ".join(said),
         frozenset(s for f in bad for s in f.shot_ids),
         frozenset(s for f in bad for s in f.source_ids),
+        columns=frozenset(c for f in bad for c in f.reads),
     )
+
+
+def _range_clear_of_one(catalog: Catalog, ratio: Figure) -> bool:
+    low = catalog.find(ratio.axes, f"{ratio.metric}_low")
+    high = catalog.find(ratio.axes, f"{ratio.metric}_high")
+    if low is None or high is None or low.value is None or high.value is None:
+        return False
+    return low.value > 1 or high.value < 1
 
 
 def rival_tool_figure(catalog: Catalog) -> Finding | None:
@@ -187,21 +215,6 @@ def _compute_format(row: dict) -> str:
     return f"GGUF {row['model_file_type']} tensors as stored"
 
 
-def dequantised_weights(catalog: Catalog) -> Finding | None:
-    hf = catalog.shots[catalog.shots["engine_kind"] == "transformers"]
-    if hf.empty:
-        return None
-    dtypes = ", ".join(sorted(hf["engine_dtype"].dropna().unique())) or "its dtype"
-    return Finding(
-        "dequantised_weights",
-        f"transformers loads the GGUF file dequantised to {dtypes}: the same weights, held and multiplied "
-        "in a wider format than the quantised file (more bytes read per token); its process start (load "
-        "and dequantisation) is in process_ready_s, never in a shot. Its engine-reported timings are "
-        "hf_server's own: generate() call to first token, first to last token, inside its process.",
-        ids(hf),
-    )
-
-
 def spec_mode_engine_specific(catalog: Catalog) -> Finding | None:
     shots = catalog.shots[catalog.shots["workload"] != BASE_WORKLOAD]
     if shots["engine"].nunique() < 2:
@@ -270,20 +283,6 @@ def engine_warmup_differs(catalog: Catalog) -> Finding | None:
     )
 
 
-def server_counters_process_wide(catalog: Catalog) -> Finding | None:
-    counted = catalog.shots[catalog.shots["server_metrics_source"].notna()]
-    if counted.empty:
-        return None
-    return Finding(
-        "server_counters_process_wide",
-        "Server-side speculative counts come from the server's Prometheus /metrics, read before and after "
-        "each shot: the counters are process-wide, so anything else the server did between the two reads "
-        "is counted in (no other client is sent to it here).",
-        ids(counted),
-        columns=frozenset(c for c in columns_from("engine") if c.startswith("server_")),
-    )
-
-
 COMPARISON_RULES = (
     client_engine_disagree,
     bench_disagree,
@@ -293,9 +292,7 @@ COMPARISON_RULES = (
     output_lengths_differ,
     acceptance_length_not_derivable,
     cross_engine_kernels,
-    dequantised_weights,
     spec_mode_engine_specific,
     cross_engine_prompt_differs,
     engine_warmup_differs,
-    server_counters_process_wide,
 )

@@ -22,7 +22,7 @@ class Finding:
     sentence: str
     shot_ids: frozenset[str] = frozenset()
     source_ids: frozenset[str] = frozenset()  # inputs that are not shots (a llama-bench output)
-    columns: frozenset[str] | None = None  # only figures reading one of these shot columns
+    columns: frozenset[str] | None = None  # only figures reading one of these shot columns (or a source)
     across: str | None = None  # only figures whose cited shots differ in this axis
 
     def touches(self, figure: Figure, axes_of: pd.DataFrame) -> bool:
@@ -30,7 +30,8 @@ class Finding:
             self.shot_ids.intersection(figure.shot_ids) or self.source_ids.intersection(figure.source_ids)
         ):
             return False
-        if self.columns is not None and not self.columns.intersection(figure.reads):
+        reads_none = not self.columns.intersection(figure.reads) if self.columns is not None else False
+        if reads_none and not self.source_ids.intersection(figure.source_ids):
             return False
         if self.across is not None:
             return axes_of.loc[figure.shot_ids, self.across].nunique(dropna=False) > 1

@@ -1,6 +1,7 @@
 """Caveats about where and how the shots ran: machine, repeats, failures, broken warm series,
 outliers, prompt cache, context, other work on the host, and cold set against warm."""
 
+from whichshot.engines.base import NOT_KNOWN_CACHE
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import Finding, compared_across, ids, whole_cells
 from whichshot.figures.cells import series_of
@@ -102,6 +103,22 @@ def prompt_cache_hit(catalog: Catalog) -> Finding | None:
     )
 
 
+def prompt_cache_state_unknown(catalog: Catalog) -> Finding | None:
+    """Shots whose prefill may have reused a cached prefix without anything saying so."""
+    shots = ok_rows(catalog.shots)
+    unknown = shots[(shots["prompt_cache_state"] == NOT_KNOWN_CACHE) & shots["engine_cached_tokens"].isna()]
+    if unknown.empty:
+        return None
+    return Finding(
+        "prompt_cache_state_unknown",
+        f"For {len(unknown)} shot(s) neither the server's arguments nor its answers say whether a cached "
+        "prompt prefix was reused (no prefix-caching flag in argv, no cached-token count in usage): their "
+        "prefill may not be a full prefill.",
+        ids(unknown),
+        columns=PREFILL_COLUMNS,
+    )
+
+
 def context_reduced(catalog: Catalog) -> Finding | None:
     shots = catalog.shots.dropna(subset=["context_tokens_engine"])
     reduced = shots[shots["context_tokens_engine"] < shots["context_tokens_requested"]]
@@ -160,6 +177,7 @@ def cold_vs_warm_compared(catalog: Catalog) -> Finding | None:
     )
 
 
+PREFILL_COLUMNS = frozenset({"ttft_s", "prefill_tok_s", "engine_prefill_tok_s", "engine_prompt_ms"})
 RUN_RULES = (
     single_machine,
     one_repeat,
@@ -167,6 +185,7 @@ RUN_RULES = (
     warm_series_broken,
     outliers_present,
     prompt_cache_hit,
+    prompt_cache_state_unknown,
     context_reduced,
     host_busy,
     host_load_not_measured,

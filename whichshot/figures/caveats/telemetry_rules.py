@@ -20,8 +20,11 @@ from whichshot.figures.constants import (
     MIN_TELEMETRY_SAMPLES,
 )
 from whichshot.figures.statistic import ok_rows
+from whichshot.measure.aggregate import VERSION_1_GPU
+from whichshot.telemetry.gpus import SEEN_ON_SAMPLED
 
 TELEMETRY = columns_from("telemetry")
+GPU_TELEMETRY = frozenset(c for c in TELEMETRY if not c.startswith(("cpu_", "telemetry_")))
 ENERGY = frozenset({"gpu_energy_j", "gpu_energy_power_w", "energy_j_per_token"})
 RESIDUAL_METRICS = frozenset(metrics[1] for metrics in CLOCK_CHECK_METRICS.values())
 
@@ -69,6 +72,23 @@ def telemetry_gap(catalog: Catalog) -> Finding | None:
         + ".",
         whole_cells(shots, shots["telemetry_gaps"].notna()),
         columns=TELEMETRY,
+    )
+
+
+def gpu_not_confirmed(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots
+    sampled = shots["telemetry_gpus"].notna() | (shots["telemetry_gpu_choice"] == VERSION_1_GPU)
+    unconfirmed = (shots["status"] == "ok") & sampled & (shots["telemetry_gpu_check"] != SEEN_ON_SAMPLED)
+    if not unconfirmed.any():
+        return None
+    said = shots.loc[unconfirmed, "telemetry_gpu_check"].fillna("not checked: " + VERSION_1_GPU)
+    return Finding(
+        "gpu_not_confirmed",
+        f"In {int(unconfirmed.sum())} shot(s) the GPU telemetry is not known to be the engine's GPU: "
+        + "; ".join(sorted(set(said)))
+        + ". Its clocks, power and energy may describe another GPU.",
+        whole_cells(shots, unconfirmed),
+        columns=GPU_TELEMETRY,
     )
 
 
@@ -173,6 +193,7 @@ TELEMETRY_RULES = (
     sensor_not_readable,
     sensor_fallback,
     telemetry_gap,
+    gpu_not_confirmed,
     few_telemetry_samples,
     power_reading_unreliable,
     energy_counter_uncertain,

@@ -20,15 +20,88 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
-from engines.base import UNKNOWN_WARMUP, ServerSettings, ShotOutcome, ShotRequest
-from engines.stream import check_counts
 from whichshot.archive.environment import redact_engine
-from whichshot.errors import WhichshotError
+from whichshot.engines.base import NOT_KNOWN_CACHE, UNKNOWN_WARMUP, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.stream import check_counts
+from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
 from whichshot.measure.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.measure.sse import MalformedStream, post_stream
+from whichshot.telemetry.gpus import GpuUse
+
+CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
+description: >
+  any OpenAI-compatible server started from argv; {port}, {model}, {host}, {threads} and
+  {context_tokens} are replaced inside each element (no shell); it must bind 127.0.0.1
+type: object
+additionalProperties: false
+required: [kind, argv]
+properties:
+  kind: {const: openai}
+  argv:
+    description: the server's argument list; argv[0] is a program on PATH or a path
+    type: array
+    minItems: 1
+    items: {type: string, minLength: 1}
+  env:
+    description: extra environment variables (same placeholders), e.g. OLLAMA_HOST
+    type: object
+    propertyNames: {pattern: "^[A-Za-z_][A-Za-z0-9_]*$"}
+    additionalProperties: {type: string}
+    default: {}
+  ready_path:
+    description: polled with GET until it answers 200
+    type: string
+    pattern: "^/"
+    default: /health
+  api:
+    description: >
+      completions (/v1/completions) or chat (/v1/chat/completions: the prompt text as one user
+      message)
+    enum: [completions, chat]
+    default: completions
+  prompt_format:
+    description: send the prompt as token ids (exact) or as its text (for servers that take only text)
+    enum: [token_ids, text]
+    default: token_ids
+  tokenizer_api:
+    description: whose /tokenize and /detokenize endpoints the server has
+    enum: [llama_server, vllm]
+    default: llama_server
+  model_name:
+    description: the request's model field (default the first id of /v1/models)
+    type: string
+  request_extra:
+    description: "fields added to every request, e.g. {return_token_ids: true} for vLLM"
+    type: object
+    default: {}
+  metrics_path:
+    description: Prometheus endpoint read before and after each shot; null = none
+    type: [string, "null"]
+    default: /metrics
+  threads:
+    description: value of {threads}
+    type: integer
+    minimum: 1
+    default: 2
+  backend:
+    description: what the server runs on (recorded; the server's own flags decide)
+    enum: [cpu, cuda]
+""")
+MODE_SCHEMA: dict[str, Any] = yaml.safe_load("""
+description: "server flags of this mode, appended to argv ({draft_model} = the draft model's file)"
+type: object
+additionalProperties: false
+required: [args]
+properties:
+  args:
+    type: array
+    items: {type: string, minLength: 1}
+""")
+LOOPBACK_NAMES = ("127.0.0.1", "{host}")
 
 SERVER_KEYS = ("argv", "env", "ready_path", "api", "prompt_format", "tokenizer_api", "model_name",
                "request_extra", "metrics_path")  # fmt: skip
@@ -38,8 +111,36 @@ class OpenAICompat:
     """The openai engine: a configured server process; no benchmark tool of its own."""
 
     kind = "openai"
+    config_schema = CONFIG_SCHEMA
+    mode_schema = MODE_SCHEMA
+    legacy_mode_keys = ()
+    has_bench = False
     # The server's own start-up is its command's business: neither on nor off can be promised.
     warmups = {"engine_default": ((), UNKNOWN_WARMUP)}
+
+    def check_config(self, name: str, spec: dict[str, Any]) -> None:
+        """The server must be told to bind 127.0.0.1 (its sockets are checked again at start)."""
+        words = [*spec["argv"], *spec["env"].values()]
+        if not any(loop in word for word in words for loop in LOOPBACK_NAMES):
+            raise invalid_config(
+                f"engines.{name}.argv",
+                "the server must bind 127.0.0.1: name {host} or 127.0.0.1 in argv or env",
+            )
+
+    def check_mode(self, where: str, settings: dict[str, Any]) -> None:
+        """Nothing the schema leaves open."""
+
+    def uses_draft_model(self, settings: dict[str, Any]) -> bool:
+        return any("{draft_model}" in arg for arg in settings.get("args", []))
+
+    def gpu_use(self, build: dict[str, Any], settings: ServerSettings) -> GpuUse:
+        """A server of its own: every GPU its environment leaves it (NVML's process lists say
+        which it really uses)."""
+        return GpuUse(None, env=settings.engine_spec.get("env") or {})
+
+    @property
+    def caveat_rules(self) -> tuple:
+        return (server_counters_process_wide,)
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         # build.json records the server's settings with any secret in them redacted; processes are
@@ -60,7 +161,7 @@ class OpenAICompat:
         draft = {"draft_model": str(draft_model_path)} if draft_model_path else {}
         return [substitute(arg, draft) for arg in mode.get("args", [])]
 
-    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
+    def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         return []
 
     def start(
@@ -72,6 +173,7 @@ class OpenAICompat:
         values = placeholders(port, model_path, settings)
         server = server_keys(settings.engine_spec)
         argv = [substitute(arg, values) for arg in server["argv"]] + list(settings.extra_args)
+        cache_state = prompt_cache_state(argv)
         env = {key: substitute(value, values) for key, value in server["env"].items()}
         process = EngineProcess(argv, log_path, env=_merged_env(env) if env else None)
         base_url = f"http://{LOOPBACK}:{port}"
@@ -82,7 +184,20 @@ class OpenAICompat:
         except BaseException:
             process.stop()
             raise
-        return OpenAIServer(process, base_url, ready_s, server)
+        return OpenAIServer(process, base_url, ready_s, server, cache_state)
+
+
+# Server flags that say whether a prompt prefix is kept between requests (vLLM, SGLang, llama-server).
+CACHE_FLAGS = {
+    "--enable-prefix-caching": "on", "--no-enable-prefix-caching": "off", "--disable-radix-cache": "off",
+    "--cache-prompt": "on", "--no-cache-prompt": "off",
+}  # fmt: skip
+
+
+def prompt_cache_state(argv: list[str]) -> str:
+    """The server's prompt cache as its arguments set it (the last such flag wins), else not known."""
+    found = [f"{CACHE_FLAGS[a]} ({a})" for a in argv if a in CACHE_FLAGS]
+    return found[-1] if found else NOT_KNOWN_CACHE
 
 
 def server_keys(spec: dict[str, Any]) -> dict[str, Any]:
@@ -123,11 +238,14 @@ def _merged_env(extra: dict[str, str]) -> dict[str, str]:
 class OpenAIServer:
     """One running OpenAI-compatible server process."""
 
-    def __init__(self, process: EngineProcess, base_url: str, ready_s: float, server: dict[str, Any]) -> None:
+    def __init__(
+        self, process: EngineProcess, base_url: str, ready_s: float, server: dict[str, Any], prompt_cache: str
+    ) -> None:
         self.process = process
         self.base_url = base_url
         self.ready_s = ready_s
         self.server = server
+        self.prompt_cache = prompt_cache
         self.model_name = server["model_name"] or self._served_model()
         self.tokenizer = TOKENIZER_APIS[server["tokenizer_api"]](base_url, self.model_name)
         self.context_tokens = self.tokenizer.context_tokens()
@@ -234,6 +352,9 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
         )
     engine_timings = dict(timings)
     engine_timings.setdefault("predicted_n", usage.get("completion_tokens"))
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is not None:  # the server's own count of prompt tokens it did not compute again
+        engine_timings.setdefault("cache_n", cached)
     return ShotOutcome(
         t_request_s=t_request_s,
         t_end_s=t_end_s,
@@ -312,3 +433,20 @@ class VllmTokenizer:
 
 TOKENIZER_APIS = {"llama_server": LlamaServerTokenizer, "vllm": VllmTokenizer}
 ENGINE = OpenAICompat()
+
+
+def server_counters_process_wide(catalog: Any) -> Any:
+    """Caveat: the server's speculative counters are process-wide, read around each shot."""
+    from whichshot.figures.caveats.finding import Finding, columns_from, ids
+
+    counted = catalog.shots[catalog.shots["server_metrics_source"].notna()]
+    if counted.empty:
+        return None
+    return Finding(
+        "server_counters_process_wide",
+        "Server-side speculative counts come from the server's Prometheus /metrics, read before and after "
+        "each shot: the counters are process-wide, so anything else the server did between the two reads "
+        "is counted in (no other client is sent to it here).",
+        ids(counted),
+        columns=frozenset(c for c in columns_from("engine") if c.startswith("server_")),
+    )

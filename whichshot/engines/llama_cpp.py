@@ -13,18 +13,74 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
-from engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
-from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
-from engines.stream import known_positions, reconcile, stream_outcome
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
+from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
+from whichshot.engines.stream import known_positions, reconcile, stream_outcome
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.measure.sse import post_stream
 from whichshot.prepare import pypi
+from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, NO_GPU, GpuUse
+
+CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
+type: object
+additionalProperties: false
+required: [kind, backend, source]
+properties:
+  kind: {const: llama_cpp}
+  backend:
+    description: compute backend to build for
+    enum: [cpu, cuda]
+  threads:
+    description: CPU threads the engine uses (-t)
+    type: integer
+    minimum: 1
+    default: 2
+  gpu_layers:
+    description: layers to offload to the GPU (-ngl); 0 on CPU
+    type: integer
+    minimum: 0
+    default: 0
+  cmake_extra_flags:
+    description: extra -D flags appended to the build (part of the build id)
+    type: array
+    items: {type: string, pattern: "^-D[A-Za-z0-9_]+=[A-Za-z0-9_.;-]*$"}
+    default: []
+  source:
+    type: object
+    additionalProperties: false
+    required: [package, version, sha256, vendored_commit, build_number]
+    properties:
+      package: {type: string, pattern: "^[A-Za-z0-9_.-]+$"}
+      version: {type: string, pattern: "^[0-9][A-Za-z0-9.]*$"}
+      sha256: {$ref: "#/$defs/sha256"}
+      vendored_commit: {type: string, pattern: "^[0-9a-f]{7,40}$"}
+      build_number: {type: integer, minimum: 0}
+""")
+# A mode's llama_cpp block (the older form gives the same keys at the top of the mode).
+MODE_SCHEMA: dict[str, Any] = yaml.safe_load("""
+type: object
+additionalProperties: false
+required: [type]
+properties:
+  type:
+    description: llama-server --spec-type
+    enum: [ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache, draft-simple]
+  options:
+    description: >
+      llama-server --spec-* options of this type without the dashes, e.g.
+      {spec-ngram-simple-size-n: 4, spec-ngram-simple-size-m: 16} (n-gram length looked up,
+      tokens drafted per match) or {spec-ngram-mod-n-max: 15}
+    type: object
+    propertyNames: {pattern: "^spec-[a-z0-9-]+$"}
+    additionalProperties: {type: integer, minimum: 0}
+""")
 
 BINARIES = ("llama-server", "llama-bench")
 BASE_CMAKE_FLAGS = (
@@ -46,11 +102,29 @@ class LlamaCpp:
     """The llama.cpp engine: `llama-server` for shots, `llama-bench` for the cross-check."""
 
     kind = "llama_cpp"
+    config_schema = CONFIG_SCHEMA
+    mode_schema = MODE_SCHEMA
+    legacy_mode_keys = ("type", "options")  # the older form: these settings at a mode's top
+    has_bench = True  # llama-bench
+    caveat_rules = ()
     warmups = {  # llama-server decodes once by itself before it reports ready
         "engine_default": ((), ONE_DECODE),
         "on": ((), ONE_DECODE),
         "off": (("--no-warmup",), NO_WARMUP),
     }
+
+    def check_config(self, name: str, spec: dict[str, Any]) -> None:
+        """Nothing the schema leaves open."""
+
+    def check_mode(self, where: str, settings: dict[str, Any]) -> None:
+        """Nothing the schema leaves open."""
+
+    def uses_draft_model(self, settings: dict[str, Any]) -> bool:
+        return settings.get("type") == "draft-simple"
+
+    def gpu_use(self, build: dict[str, Any], settings: ServerSettings) -> GpuUse:
+        # A CUDA llama-server splits the model over every GPU it sees (--split-mode layer).
+        return EVERY_VISIBLE_GPU if build["identity"]["backend"] == "cuda" else NO_GPU
 
     # -- build ---------------------------------------------------------------------------
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
@@ -66,8 +140,10 @@ class LlamaCpp:
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         return speculative_args(mode, draft_model_path)
 
-    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
-        return [build["binaries"]["llama-bench"]["path"], "-m", str(model_path), "-o", "json"]
+    def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
+        """llama-bench on the model with llama-server's own compute settings (same_work_flags)."""
+        binary = build["binaries"]["llama-bench"]["path"]
+        return [binary, "-m", str(model_path), *same_work_flags(settings, bench=True)]
 
     # -- serve ---------------------------------------------------------------------------
     def start(
@@ -94,6 +170,21 @@ def speculative_args(mode: dict[str, Any], draft_model_path: Path | None = None)
     return args
 
 
+# Batch and micro-batch sizes and flash attention: llama.cpp's defaults, given explicitly to both
+# llama-server and llama-bench so that the cross-check runs the same computation.
+BATCH_TOKENS = 2048
+UBATCH_TOKENS = 512
+FLASH_ATTENTION = "auto"
+
+
+def same_work_flags(settings: ServerSettings, bench: bool = False) -> list[str]:
+    """The compute settings llama-server and llama-bench share (each tool's own flag names)."""
+    names = ("-t", "-ngl", "-b", "-ub", "-fa") if bench else (
+        "--threads", "--n-gpu-layers", "--batch-size", "--ubatch-size", "--flash-attn")  # fmt: skip
+    values = (settings.threads, settings.gpu_layers, BATCH_TOKENS, UBATCH_TOKENS, FLASH_ATTENTION)
+    return [word for name, value in zip(names, values, strict=True) for word in (name, str(value))]
+
+
 def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: int) -> list[str]:
     """llama-server's argument list: loopback only, one slot, no web UI, no prompt cache."""
     return [
@@ -101,10 +192,9 @@ def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: i
         "--model", str(model_path),
         "--host", LOOPBACK,
         "--port", str(port),
-        "--threads", str(settings.threads),
+        *same_work_flags(settings),
         "--ctx-size", str(settings.context_tokens),
         "--parallel", "1",
-        "--n-gpu-layers", str(settings.gpu_layers),
         "--no-webui",
         "--no-cache-prompt",
         "--metrics",
@@ -121,6 +211,7 @@ class LlamaServer:
         self.process = process
         self.base_url = base_url
         self.ready_s = ready_s
+        self.prompt_cache = "off (--no-cache-prompt; cache_prompt false per request)"
         self.context_tokens = self._context_tokens()
         self._log = LogReader(process.log_path)
         self.startup_facts = kv_cache_facts(self._log.read_until("llama_kv_cache: size"))

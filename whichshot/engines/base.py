@@ -5,7 +5,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from whichshot.measure.process import EngineProcess
+from whichshot.telemetry.gpus import GpuUse
 
+# The state of an engine's prompt cache where nothing says it (shots' prompt_cache_state).
+NOT_KNOWN_CACHE = "not known"
 # What warm-up an engine process ran before it reported ready (shots' engine_warmup_run).
 ONE_DECODE = "one decode before ready"
 NO_WARMUP = "none"
@@ -65,6 +68,7 @@ class RunningEngine(Protocol):
     process: EngineProcess
     ready_s: float
     context_tokens: int | None
+    prompt_cache: str  # whether a prompt prefix can be reused between requests, and what says so
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]: ...
 
@@ -78,9 +82,31 @@ class RunningEngine(Protocol):
 
 
 class Engine(Protocol):
-    """Builds an engine from pinned sources and starts processes of it."""
+    """One engine kind: its config, its speculative modes, its caveats; it builds the engine from
+    pinned sources and starts processes of it. Register it (whichshot.engines.register) to use it."""
 
     kind: str
+    config_schema: dict[str, Any]  # JSON schema of a config `engines` entry of this kind
+    mode_schema: dict[str, Any]  # JSON schema of a spec mode's block for this kind
+    legacy_mode_keys: tuple[str, ...]  # keys an older config gave at a mode's top (else ())
+    has_bench: bool  # whether bench_argv names a benchmark tool
+    caveat_rules: tuple[Any, ...]  # Catalog -> Finding | None, run with every other caveat rule
+
+    def check_config(self, name: str, spec: dict[str, Any]) -> None:
+        """Refuse (WhichshotError) what the schema cannot say of an engines entry."""
+        ...
+
+    def check_mode(self, where: str, settings: dict[str, Any]) -> None:
+        """Refuse what the schema cannot say of a spec mode's settings for this kind."""
+        ...
+
+    def uses_draft_model(self, settings: dict[str, Any]) -> bool:
+        """Whether a spec mode with these settings needs a draft model."""
+        ...
+
+    def gpu_use(self, build: dict[str, Any], settings: "ServerSettings") -> GpuUse:
+        """The CUDA devices its processes compute on (telemetry samples those GPUs)."""
+        ...
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         """Build (or reuse a cached build) and return build.json's contents."""
@@ -96,8 +122,9 @@ class Engine(Protocol):
         """Server flags of one speculative decoding mode ({} = none), with its draft model if any."""
         ...
 
-    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
-        """The engine's own benchmark tool, for cross-checks (empty if it has none)."""
+    def bench_argv(self, build: dict[str, Any], model_path: Path, settings: "ServerSettings") -> list[str]:
+        """The engine's own benchmark tool on the model with these processes' compute settings,
+        for the same-work cross-check (measure/bench.py adds the work; empty if it has none)."""
         ...
 
     # protocol.engine_warmup value -> (its process's extra arguments, what warm-up ran, in words);

@@ -13,17 +13,66 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
-from engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
-from engines.stream import reconcile, stream_outcome
-from whichshot.errors import WhichshotError
+from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.stream import reconcile, stream_outcome
+from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.measure.sse import post_stream
+from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SERVER_MODULE = "engines.hf_server"
+CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
+description: >
+  HF transformers on PyTorch, in its own process (whichshot/engines/hf_server.py), loading the same GGUF
+  file dequantised to dtype; "build" checks and records the pinned versions (no compile)
+type: object
+additionalProperties: false
+required: [kind, versions]
+properties:
+  kind: {const: transformers}
+  device:
+    description: "cpu, cuda, cuda:N, or auto (cuda when torch sees a GPU)"
+    type: string
+    pattern: "^(auto|cpu|cuda(:[0-9]+)?)$"
+    default: auto
+  dtype:
+    description: dtype the GGUF weights are dequantised to and computed in
+    enum: [float32, bfloat16, float16]
+    default: float32
+  threads:
+    description: torch CPU threads (torch.set_num_threads)
+    type: integer
+    minimum: 1
+    default: 2
+  versions:
+    description: the installed torch and transformers must be these (local suffixes like +cpu aside)
+    type: object
+    additionalProperties: false
+    required: [torch, transformers]
+    properties:
+      torch: {type: string, pattern: "^[0-9][A-Za-z0-9.]*$"}
+      transformers: {type: string, pattern: "^[0-9][A-Za-z0-9.]*$"}
+""")
+MODE_SCHEMA: dict[str, Any] = yaml.safe_load("""
+description: >
+  generate() arguments: prompt lookup (prompt_lookup_num_tokens, max_matching_ngram_size)
+  or an assistant model (assistant_model: true drafts with draft_model; num_assistant_tokens)
+type: object
+additionalProperties: false
+minProperties: 1
+properties:
+  prompt_lookup_num_tokens: {type: integer, minimum: 1}
+  max_matching_ngram_size: {type: integer, minimum: 1}
+  assistant_model: {type: boolean}
+  num_assistant_tokens: {type: integer, minimum: 1}
+""")
+
+# The folder holding the whichshot package: hf_server runs as `python -m whichshot.engines.hf_server`.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+SERVER_MODULE = "whichshot.engines.hf_server"
 PINNED = ("torch", "transformers")
 
 
@@ -31,7 +80,38 @@ class Transformers:
     """The transformers engine: hf_server for shots; no benchmark tool of its own."""
 
     kind = "transformers"
+    config_schema = CONFIG_SCHEMA
+    mode_schema = MODE_SCHEMA
+    legacy_mode_keys = ()
+    has_bench = False
     warmups = {"engine_default": ((), NO_WARMUP), "on": (("--warmup",), ONE_DECODE), "off": ((), NO_WARMUP)}
+
+    def check_config(self, name: str, spec: dict[str, Any]) -> None:
+        """Nothing the schema leaves open."""
+
+    def gpu_use(self, build: dict[str, Any], settings: ServerSettings) -> GpuUse:
+        """hf_server computes on the one torch device build.json resolved (cuda is cuda:0)."""
+        device, _, ordinal = build["device"].partition(":")
+        return GpuUse((int(ordinal or 0),)) if device == "cuda" else NO_GPU
+
+    def check_mode(self, where: str, settings: dict[str, Any]) -> None:
+        """Prompt lookup or an assistant model, each with only its own settings."""
+        lookup, assistant = "prompt_lookup_num_tokens" in settings, bool(settings.get("assistant_model"))
+        if lookup == assistant:
+            raise invalid_config(
+                where, "give exactly one of prompt_lookup_num_tokens or assistant_model: true"
+            )
+        if "max_matching_ngram_size" in settings and not lookup:
+            raise invalid_config(where, "max_matching_ngram_size belongs to prompt lookup")
+        if "num_assistant_tokens" in settings and not assistant:
+            raise invalid_config(where, "num_assistant_tokens belongs to assistant_model")
+
+    def uses_draft_model(self, settings: dict[str, Any]) -> bool:
+        return bool(settings.get("assistant_model"))
+
+    @property
+    def caveat_rules(self) -> tuple:
+        return (dequantised_weights,)
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         identity = build_identity(spec)
@@ -48,7 +128,7 @@ class Transformers:
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         return speculative_args(mode, draft_model_path)
 
-    def bench_argv(self, build: dict[str, Any], model_path: Path) -> list[str]:
+    def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         return []
 
     def start(
@@ -131,7 +211,7 @@ def server_argv(build: dict[str, Any], model_path: Path, settings: ServerSetting
 def server_env(threads: int) -> dict[str, str]:
     """Our environment plus: the repo importable, no hub access, the thread count for OpenMP."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=str(threads))
     return env
 
@@ -143,6 +223,7 @@ class HfServer:
         self.process = process
         self.base_url = base_url
         self.ready_s = ready_s
+        self.prompt_cache = "off (hf_server keeps no KV cache between requests)"
         self.props = requests.get(f"{base_url}/props", timeout=10).json()
         self.context_tokens = self.props["default_generation_settings"]["n_ctx"]
 
@@ -176,6 +257,24 @@ class HfServer:
 
     def stop(self) -> int | None:
         return self.process.stop()
+
+
+def dequantised_weights(catalog: Any) -> Any:
+    """Caveat: this engine computes in a wider format than the quantised file it reads."""
+    from whichshot.figures.caveats.finding import Finding, ids
+
+    hf = catalog.shots[catalog.shots["engine_kind"] == Transformers.kind]
+    if hf.empty:
+        return None
+    dtypes = ", ".join(sorted(hf["engine_dtype"].dropna().unique())) or "its dtype"
+    return Finding(
+        "dequantised_weights",
+        f"transformers loads the GGUF file dequantised to {dtypes}: the same weights, held and multiplied "
+        "in a wider format than the quantised file (more bytes read per token); its process start (load "
+        "and dequantisation) is in process_ready_s, never in a shot. Its engine-reported timings are "
+        "hf_server's own: generate() call to first token, first to last token, inside its process.",
+        ids(hf),
+    )
 
 
 ENGINE = Transformers()

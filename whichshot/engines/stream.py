@@ -10,7 +10,7 @@ request), and `reconcile` refuses a shot whose ids, counts and stop reason do no
 
 from typing import Any
 
-from engines.base import ShotOutcome, ShotRequest
+from whichshot.engines.base import ShotOutcome, ShotRequest
 from whichshot.measure.sse import MalformedStream
 
 # Stop reasons of a fixed-length request (EOS ignored) and of one that may stop at EOS.
