@@ -12,11 +12,10 @@ from typing import Any
 
 from whichshot.engines import register
 from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
-from whichshot.engines.stream import reconcile, stream_outcome
+from whichshot.engines.stream import reconcile, stream_completion
 from whichshot.errors import invalid_config
 from whichshot.hashing import short_id
 from whichshot.measure.process import LOOPBACK, free_port, start_until_ready
-from whichshot.measure.sse import post_stream
 from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
 CONFIG_SCHEMA = {
@@ -97,9 +96,7 @@ class EchoServer:
 
     def shot(self, request: ShotRequest) -> ShotOutcome:
         payload = {"prompt": request.prompt_token_ids, "n_predict": request.max_output_tokens}
-        streamed = post_stream(f"{self.base_url}/completion", payload, request.timeout_s,
-                               max_events=request.max_output_tokens + 2)  # fmt: skip
-        outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
+        outcome = stream_completion(f"{self.base_url}/completion", payload, request)
         reconcile(outcome, request)
         return outcome
 

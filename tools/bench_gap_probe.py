@@ -1,11 +1,12 @@
-"""Where does llama-server's prefill lose time against llama-bench on the same work?
+"""Where does llama-server lose time against llama-bench on the same work?
 
-Interleaves, in rounds, llama-bench pp (the same prompt length, threads, batch and micro-batch
-sizes, flash attention) with warm llama-server shots timed by the server itself (timings.prompt_ms),
-under variants that each remove one suspect: our telemetry sampler running beside the engine,
-the server's debug logging (--log-verbosity 4), a shared core (threads 1 on both tools leaves one
-core free for everything else). Prints one JSON line per round and a summary line per variant:
-the median server/bench prefill ratio and its range over rounds.
+Interleaves, in rounds, llama-bench (pp at depth 0 and tg at the prompt's depth, with the same
+threads, batch and micro-batch sizes, flash attention) with warm llama-server shots timed by the
+server itself (timings.prompt_per_second, predicted_per_second), under variants that each remove
+one suspect: our telemetry sampler running beside the engine, the server's debug logging
+(--log-verbosity 4), a fully booked CPU (threads 1 on both tools leaves one core free for the
+server's HTTP thread, our client and everything else). Prints one JSON line per round and a
+summary line per variant and test: the median server/bench ratio and its range over rounds.
 
 Usage: python tools/bench_gap_probe.py BUILD_DIR MODEL.gguf [--prompt-tokens 256] [--rounds 5]
   BUILD_DIR: ~/.cache/whichshot/engines/llama_cpp-<build id> (holds build.json)
@@ -37,6 +38,7 @@ VARIANTS = {
     "one_thread": (1, True, True),
 }
 SHOTS_PER_ROUND = 3
+OUTPUT_TOKENS = 64
 TEXT_SOURCE = Path(statistics.__file__)  # real text every Python install ships
 
 
@@ -70,20 +72,26 @@ def sampler(on: bool) -> Iterator[None]:
     close_backends(backends)
 
 
-def server_prefill(running: LlamaServer, prompt: list[int]) -> list[float]:
-    """Prompt tok/s by the server's own timings over warm shots (one unmeasured shot first)."""
-    request = ShotRequest(prompt_token_ids=prompt, max_output_tokens=8, ignore_eos=True, timeout_s=300)
+def server_speeds(running: LlamaServer, prompt: list[int]) -> dict[str, list[float]]:
+    """Prefill and decode tok/s by the server's own timings over warm shots (one unmeasured first)."""
+    request = ShotRequest(prompt, max_output_tokens=OUTPUT_TOKENS, ignore_eos=True, timeout_s=300)
     running.shot(request)
-    return [running.shot(request).engine_timings["prompt_per_second"] for _ in range(SHOTS_PER_ROUND)]
+    timings = [running.shot(request).engine_timings for _ in range(SHOTS_PER_ROUND)]
+    return {
+        "pp": [t["prompt_per_second"] for t in timings],
+        "tg": [t["predicted_per_second"] for t in timings],
+    }
 
 
-def bench_prefill(build: dict, model: Path, settings: ServerSettings, prompt_tokens: int) -> list[float]:
+def bench_speeds(
+    build: dict, model: Path, settings: ServerSettings, prompt_tokens: int
+) -> dict[str, list[float]]:
     argv = ENGINE.bench_argv(build, model, settings)
-    plan = BenchPlan(tuple(argv), prompt_tokens, output_tokens=1, repetitions=SHOTS_PER_ROUND)
+    plan = BenchPlan(tuple(argv), prompt_tokens, OUTPUT_TOKENS, repetitions=SHOTS_PER_ROUND)
     bracket = run_bracket(plan, "probe")
     if bracket["error"]:
         raise SystemExit(bracket["error"])
-    return next(r["samples_tok_s"] for r in bracket["rows"] if r["test"] == "pp")
+    return {row["test"]: row["samples_tok_s"] for row in bracket["rows"]}
 
 
 def main() -> None:
@@ -97,7 +105,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     build = json.loads((args.build_dir / "build.json").read_text())
-    ratios: dict[str, list[float]] = {}
+    ratios: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as logs:
         for round_no in range(1, args.rounds + 1):
             for name in args.variants.split(","):
@@ -107,18 +115,20 @@ def main() -> None:
                 with server(build, args.model, settings, debug_log, log) as running, sampler(telemetry_on):
                     words = TEXT_SOURCE.read_text()
                     prompt = running.tokenize(words)[: args.prompt_tokens]
-                    ours = server_prefill(running, prompt)
-                theirs = bench_prefill(build, args.model, settings, args.prompt_tokens)
-                ratio = statistics.median(ours) / statistics.fmean(theirs)
-                ratios.setdefault(name, []).append(ratio)
-                line = {"round": round_no, "variant": name, "server_prefill_tok_s": ours}
-                print(json.dumps({**line, "bench_pp_tok_s": theirs, "ratio": round(ratio, 4)}), flush=True)
-    for name, values in ratios.items():
+                    ours = server_speeds(running, prompt)
+                theirs = bench_speeds(build, args.model, settings, args.prompt_tokens)
+                for test in ("pp", "tg"):
+                    ratio = statistics.median(ours[test]) / statistics.fmean(theirs[test])
+                    ratios.setdefault((name, test), []).append(ratio)
+                    line = {"round": round_no, "variant": name, "test": test, "server_tok_s": ours[test]}
+                    print(
+                        json.dumps({**line, "bench_tok_s": theirs[test], "ratio": round(ratio, 4)}),
+                        flush=True,
+                    )
+    for (name, test), values in ratios.items():
         spread = {"min_ratio": round(min(values), 4), "max_ratio": round(max(values), 4)}
-        median = round(statistics.median(values), 4)
-        print(
-            json.dumps({"variant": name, "rounds": len(values), "median_ratio": median, **spread}), flush=True
-        )
+        summary = {"variant": name, "test": test, "rounds": len(values)}
+        print(json.dumps({**summary, "median_ratio": round(statistics.median(values), 4), **spread}))
 
 
 if __name__ == "__main__":

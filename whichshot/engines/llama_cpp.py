@@ -19,12 +19,11 @@ from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
 from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
 from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
-from whichshot.engines.stream import known_positions, reconcile, stream_outcome
+from whichshot.engines.stream import known_positions, reconcile, stream_completion
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.measure.sse import post_stream
 from whichshot.prepare import pypi
 from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, NO_GPU, GpuUse
 
@@ -236,15 +235,9 @@ class LlamaServer:
         payload = completion_payload(request)
         self._log.read_new()  # what earlier requests left in the log is not this request's
         try:
-            streamed = post_stream(
-                f"{self.base_url}/completion",
-                payload,
-                request.timeout_s,
-                max_events=request.max_output_tokens + 2,
-            )
+            outcome = stream_completion(f"{self.base_url}/completion", payload, request)
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
-        outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
         self._add_log_facts(outcome)
         if None in outcome.output_token_ids:
             self._recover_ids(outcome, payload, request.timeout_s)

@@ -11,7 +11,7 @@ request), and `reconcile` refuses a shot whose ids, counts and stop reason do no
 from typing import Any
 
 from whichshot.engines.base import ShotOutcome, ShotRequest
-from whichshot.measure.sse import MalformedStream
+from whichshot.measure.sse import MalformedStream, post_stream
 
 # Stop reasons of a fixed-length request (EOS ignored) and of one that may stop at EOS.
 LIMIT = "limit"
@@ -20,6 +20,12 @@ NATURAL_STOPS = ("eos", "word", LIMIT)
 
 class TokenCountMismatch(MalformedStream):
     """The streamed token ids, the engine's own count and the request disagree."""
+
+
+def stream_completion(url: str, payload: dict[str, Any], request: ShotRequest) -> ShotOutcome:
+    """POST a /completion request and parse its event stream (not yet reconciled)."""
+    streamed = post_stream(url, payload, request.timeout_s, max_events=request.max_output_tokens + 2)
+    return stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
 
 
 def stream_outcome(t_request_s: float, t_end_s: float, events: list, request: ShotRequest) -> ShotOutcome:

@@ -16,12 +16,11 @@ import requests
 import yaml
 
 from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
-from whichshot.engines.stream import reconcile, stream_outcome
+from whichshot.engines.stream import reconcile, stream_completion
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.measure.sse import post_stream
 from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
@@ -247,11 +246,9 @@ class HfServer:
         payload = {"prompt": request.prompt_token_ids, "n_predict": request.max_output_tokens,
                    "ignore_eos": request.ignore_eos, "stream": True}  # fmt: skip
         try:
-            streamed = post_stream(f"{self.base_url}/completion", payload, request.timeout_s,
-                                   max_events=request.max_output_tokens + 2)  # fmt: skip
+            outcome = stream_completion(f"{self.base_url}/completion", payload, request)
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
-        outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
         reconcile(outcome, request)
         return outcome
 
