@@ -55,6 +55,10 @@ def test_losslessness_is_measured_not_assumed(shots):
 def test_quality_columns(shots):
     work = shots[shots["workload"] != "continue_text"]
     assert work["copy_fraction"].between(0, 1).all()
+    assert work["self_repetition"].between(0, 1).all() and work["loop_detected"].notna().all()
+    assert work["prompt_self_repetition"].between(0, 1).all()
+    assert work["edit_intact"].notna().sum() == (work["workload"] == "edit_file").sum()
+    assert work[work["workload"] == "new_code"]["code_parses"].notna().all()
     assert work[work["workload"] == "needle"]["needle_found"].notna().all()
     assert work[work["workload"] == "edit_file"]["edit_made"].notna().all()
     assert work[work["workload"] == "verbatim_recall"]["recall_exact"].notna().all()
@@ -87,3 +91,31 @@ def test_workload_figures_exist(workload_run):
     assert "synthetic_text_in_use" in caveats
     # llama-server printed the mean length for every drafted request, so no cell lacks it.
     assert "acceptance_length_not_derivable" not in caveats
+
+
+def test_every_workload_shot_is_gated_and_a_failed_gate_reaches_its_figures(workload_run, shots):
+    work = shots[shots["workload"] != "continue_text"]
+    assert work["task_done"].notna().all() and work["task_gate"].notna().all()
+    assert shots.loc[shots["workload"] == "continue_text", "task_done"].isna().all()
+    figures = pd.read_parquet(workload_run / "results" / "figures.parquet")
+    caveats = pd.read_parquet(workload_run / "results" / "caveats.parquet").set_index("caveat_id")
+    failed = work[work["task_done"] == False]  # noqa: E712
+    if failed.empty:
+        assert "task_not_done" not in caveats.index
+        return
+    touched = set(caveats.loc["task_not_done", "figure_ids"])
+    for (workload, kind, protocol, mode), _rows in failed.groupby(
+        ["workload", "text_kind", "protocol", "spec_mode"]
+    ):
+        cell = figures[
+            (figures["workload"] == workload)
+            & (figures["text_kind"] == kind)
+            & (figures["protocol"] == protocol)
+        ]
+        speedups = cell[cell["metric"] == "speedup_vs_none"]
+        if mode != "none":
+            speedups = speedups[speedups["spec_mode"] == mode]
+        assert set(speedups["figure_id"]) <= touched
+    summary = (workload_run / "results" / "report" / "summary.md").read_text()
+    if (figures["metric"] == "speedup_vs_none").any():
+        assert "task not done" in summary

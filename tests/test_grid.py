@@ -64,6 +64,7 @@ def _workload_config(**workloads):
         {
             "engines": {"e": {"kind": "llama_cpp"}},
             "models": {"big": {}, "small": {}, "draft": {"measure": False}},
+            "prompts": {"lengths": [128]},
             "protocol": {"cold_processes": 3, "warm_shots": 6, "rests_s": [0, 15]},
             "workloads": {"names": ["verbatim_recall", "explain"], "text_kinds": ["real"], **workloads},
             "spec_modes": {"none": {}, "ngram": {"type": "ngram-mod"}},
@@ -91,6 +92,26 @@ def test_workload_model_must_be_measured():
     config["workloads"]["models"] = ["nope"]
     with pytest.raises(WhichshotError, match="workloads.models: 'nope' is not a measured model"):
         check_config(config)
+
+
+def test_protocol_models_choose_who_runs_the_grid():
+    config = _workload_config()
+    config["protocol"]["models"] = ["small"]
+    assert {job.model for job in expand_jobs(config)} == {"small"}
+    assert {job.model for job in expand_workload_jobs(config)} == {"big", "small"}
+    shipped = yaml.safe_load((Path(__file__).parent.parent / "config" / "config.yaml").read_text())
+    shipped["protocol"]["models"] = ["qwen_coder_0p5b", "nope"]
+    with pytest.raises(WhichshotError, match="protocol.models: 'nope' is not a measured model"):
+        check_config(shipped)
+
+
+def test_a_workload_returned_whole_needs_an_output_budget_that_holds_it():
+    shipped = yaml.safe_load((Path(__file__).parent.parent / "config" / "config.yaml").read_text())
+    shipped["workloads"]["max_output_tokens"] = shipped["workloads"]["document_tokens"]
+    with pytest.raises(WhichshotError, match="max_output_tokens: .* cannot hold edit_file, verbatim_recall"):
+        check_config(shipped)
+    shipped["workloads"]["names"] = ["needle", "new_code", "explain"]  # nothing comes back whole
+    check_config(shipped)
 
 
 def test_engine_warmup_is_an_axis_of_every_series():

@@ -1,4 +1,4 @@
-"""Workload prompt construction: determinism, markers, needle, checkable edit, filler."""
+"""Workload prompt construction: determinism, the marked document, needle, checkable edit, filler."""
 
 from pathlib import Path
 
@@ -7,13 +7,14 @@ import pytest
 from whichshot.measure.quality import needle_found, rename_applied
 from whichshot.prepare.filler import synthetic_filler
 from whichshot.prepare.workloads import (
-    BEGIN_MARKER,
-    END_MARKER,
+    DOCUMENT_CLOSE,
+    DOCUMENT_OPEN,
     edit_file,
     edit_file_synthetic,
     explain,
     make_document,
     make_passphrase,
+    module_functions,
     needle_question,
     new_code,
     pydoc_sections,
@@ -54,46 +55,25 @@ def test_needle_position_follows_fraction() -> None:
     assert late.index(needle) > len(late) * 0.9
 
 
-def test_verbatim_recall_markers_once_and_reference_is_section() -> None:
+def test_verbatim_recall_marks_the_document_once_and_asks_for_it_whole() -> None:
     needle = make_passphrase(4)
-    workload = verbatim_recall(_document(needle), "continue", seed=0, needle=needle)
+    document = _document(needle)
+    workload = verbatim_recall(document, seed=0, needle=needle)
     content = workload["messages"][0]["content"]
-    begin = BEGIN_MARKER.format(title="continue")
-    assert content.count(begin + "\n") == 1
-    assert content.count(END_MARKER + "\n") == 1
-    reference = workload["checks"]["reference_text"]
-    assert reference == dict(pydoc_sections(["continue"]))["continue"]
-    assert f"{begin}\n{reference}\n{END_MARKER}" in content
-    assert workload["checks"]["needle"] == needle
-    assert workload["completion_prompt"].endswith(begin + "\n")
+    assert content.count(DOCUMENT_OPEN) == 1 and content.count(DOCUMENT_CLOSE) == 1
+    assert f"{DOCUMENT_OPEN}\n{document}\n{DOCUMENT_CLOSE}" in content
+    assert workload["checks"] == {"reference_text": document, "needle": needle}
+    assert workload["completion_prompt"].count(document) == 1
     assert workload["text_kind"] == "real"
-    assert workload["source"]["section"] == "continue"
-
-
-def test_verbatim_recall_seed_picks_section_deterministically() -> None:
-    document = _document(make_passphrase(5))
-    first, again = verbatim_recall(document, None, seed=2), verbatim_recall(document, None, seed=2)
-    assert first == again
-    assert first["source"]["section"] in KEYS[:-1]
-    chosen = {verbatim_recall(document, None, seed=seed)["source"]["section"] for seed in range(20)}
-    assert len(chosen) > 1
-
-
-def test_verbatim_recall_rejects_missing_or_needle_section() -> None:
-    document = _document(make_passphrase(5))
-    with pytest.raises(ValueError):
-        verbatim_recall(document, "no-such-section", seed=0)
-    with pytest.raises(ValueError):
-        verbatim_recall(document, "Note", seed=0)
 
 
 def test_synthetic_recall_variant() -> None:
     needle = make_passphrase(6)
     document = make_document(synthetic_sections(5, 200, seed=1), needle, 0.5)
     assert document.count(needle) == 1
-    workload = verbatim_recall(document, "part-2", seed=0, needle=needle, text_kind="synthetic")
+    workload = verbatim_recall(document, seed=0, needle=needle, text_kind="synthetic")
     assert workload["text_kind"] == "synthetic"
-    assert len(workload["checks"]["reference_text"].split()) == 200
+    assert workload["checks"]["reference_text"] == document
     assert document == make_document(synthetic_sections(5, 200, seed=1), needle, 0.5)
 
 
@@ -101,6 +81,7 @@ def test_edit_file_is_checkable() -> None:
     workload = edit_file("textwrap", seed=0)
     rename = workload["checks"]["rename"]
     original = Path(workload["source"]["path"]).read_text(encoding="utf-8")
+    assert rename["file"] == original
     assert original in workload["messages"][0]["content"]
     edited = original.replace(f"def {rename['old']}(", f"def {rename['new']}(")
     assert rename_applied(original, rename["old"], rename["new"])["renamed"] is False
@@ -113,6 +94,18 @@ def test_edit_file_deterministic_per_seed(module_name: str) -> None:
     assert edit_file(module_name, seed=3) == edit_file(module_name, seed=3)
     renames = {edit_file(module_name, seed=seed)["checks"]["rename"]["old"] for seed in range(10)}
     assert len(renames) > 1
+
+
+def test_module_functions_are_whole_real_functions() -> None:
+    three = module_functions("colorsys", 0, 3)
+    assert three.startswith("def rgb_to_yiq(") and three.count("\ndef ") == 2
+    assert module_functions("colorsys", 0, 4).startswith(three)
+    assert module_functions("colorsys", 1, 2).startswith("def yiq_to_rgb(")
+    workload = edit_file("colorsys", seed=1, functions=(0, 3))
+    assert workload["checks"]["rename"]["file"] == three
+    assert workload["checks"]["rename"]["old"] in {"rgb_to_yiq", "yiq_to_rgb", "rgb_to_hls"}
+    with pytest.raises(ValueError):
+        module_functions("colorsys", 5, 99)
 
 
 def test_edit_file_synthetic_is_checkable() -> None:
@@ -129,7 +122,7 @@ def test_prose_and_code_builders(builder) -> None:
     assert builder(1) == builder(1)
     assert builder(0)["messages"] != builder(1)["messages"]
     workload = builder(0)
-    assert workload["checks"] == {}
+    assert workload["checks"] == ({"python_code": True} if builder is new_code else {})
     assert workload["completion_prompt"]
     assert set(workload) >= {"workload", "text_kind", "messages", "completion_prompt", "prompt_style"}
 

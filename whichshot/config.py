@@ -81,6 +81,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_draft_models(config)
     _check_workload_models(config)
     _check_prompts_fit_context(config)
+    check_output_budget(config["workloads"])
     return config
 
 
@@ -123,13 +124,30 @@ def _check_prompts_fit_context(config: dict[str, Any]) -> None:
         )
 
 
+def check_output_budget(workloads: dict[str, Any]) -> None:
+    """The workloads that return their input whole need an output budget the size of that input
+    (up to document_tokens) and a margin."""
+    from whichshot.prepare.workload_prompts import RETURN_MARGIN, RETURNED_WHOLE
+
+    asked = [name for name in workloads["names"] if name in RETURNED_WHOLE]
+    needed = int(workloads["document_tokens"] * RETURN_MARGIN)
+    if asked and workloads["max_output_tokens"] < needed:
+        raise WhichshotError(
+            f"invalid config: workloads.max_output_tokens: {workloads['max_output_tokens']} cannot hold "
+            f"{', '.join(asked)}: they return an input of up to document_tokens="
+            f"{workloads['document_tokens']} tokens whole; set it >= {needed} ({RETURN_MARGIN} x "
+            "document_tokens) or lower document_tokens"
+        )
+
+
 def _check_workload_models(config: dict[str, Any]) -> None:
     models = config["models"]
-    for name in config["workloads"]["models"]:
-        if name not in models or not models[name]["measure"]:
-            raise WhichshotError(
-                f"invalid config: workloads.models: {name!r} is not a measured model in models"
-            )
+    for section in ("protocol", "workloads"):
+        for name in config[section]["models"]:
+            if name not in models or not models[name]["measure"]:
+                raise WhichshotError(
+                    f"invalid config: {section}.models: {name!r} is not a measured model in models"
+                )
 
 
 def _check_draft_models(config: dict[str, Any]) -> None:

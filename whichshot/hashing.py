@@ -30,3 +30,11 @@ def canonical_json(value: Any) -> str:
 def short_id(value: Any, length: int = 12) -> str:
     """A short stable id of a JSON-serialisable value."""
     return sha256_text(canonical_json(value))[:length]
+
+
+def package_code_id(*packages: str) -> str:
+    """A short id of the source files of these whichshot subpackages: a rule that passes it as a
+    param reruns when the code that makes its output changes (Snakemake tracks only the script)."""
+    root = Path(__file__).resolve().parent
+    files = sorted(f for name in packages for f in (root / name).glob("*.py"))
+    return short_id({str(f.relative_to(root)): sha256_file(f) for f in files})

@@ -23,8 +23,9 @@ CELL_COLUMNS = (
     "gpu_energy_power_w",
     "energy_j_per_token",
 )
-# Only workload cells copy from their prompt, and only their drafted cells have a draft length.
-WORKLOAD_COLUMNS = ("copy_fraction",)
+# Only workload cells copy from their prompt or repeat themselves, and only their drafted cells
+# have a draft length.
+WORKLOAD_COLUMNS = ("copy_fraction", "self_repetition", "prompt_self_repetition", "recall_similarity")
 DRAFTED_COLUMNS = ("engine_draft_mean_len",)
 # The curve by shot index, for warm cells: the speeds and one clock (the GPU's where it was read).
 BY_INDEX_COLUMNS = ("prefill_tok_s", "decode_tok_s")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from whichshot.figures import figure
 from whichshot.figures.statistic import ROBUST_Z_THRESHOLD
+from whichshot.measure.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
 from whichshot.telemetry.summary import POWER_COUNTER_AGREEMENT
 
 # The seed's check: warm ≈ cold × (f_warm / f_cold) within 1-2 % means only the clock changed.
@@ -25,6 +26,9 @@ ENERGY_COUNTER_STEP_S = 0.1
 ENERGY_UNCERTAINTY_LIMIT = 0.2
 # A telemetry summary of fewer samples than this inside the shot rests on too little to trust.
 MIN_TELEMETRY_SAMPLES = 2
+# A drafted speed-up "comes mostly from self-repetition" when the cell's output repeats its own
+# earlier spans more than this share, and more than it copies from the prompt.
+SELF_REPETITION_DOMINANT = 0.3
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,25 @@ class Constant:
 
 
 CONSTANTS = (
+    Constant(
+        "recall_near_exact",
+        RECALL_NEAR_EXACT,
+        "fraction",
+        "verbatim_recall's gate passes when this share of the document's words come back in order",
+    ),
+    Constant(
+        "explain_repetition_limit",
+        EXPLAIN_REPETITION_LIMIT,
+        "fraction",
+        "explain's gate fails when more of its output tokens repeat its own earlier 8-token spans",
+    ),
+    Constant(
+        "self_repetition_dominant",
+        SELF_REPETITION_DOMINANT,
+        "fraction",
+        "a drafted speed-up whose output repeats itself more than this (and more than it copies its "
+        "input) fires speedup_from_self_repetition",
+    ),
     Constant(
         "clock_only_tolerance",
         CLOCK_ONLY_TOLERANCE,

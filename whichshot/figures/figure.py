@@ -22,6 +22,7 @@ _TIMED_BY = {
     "telemetry": "telemetry",
     "host": "host counters (psutil)",
     "output": "checks on the output",
+    "prompt": "checks on the prompt",
 }
 
 

@@ -1,6 +1,7 @@
 """Seed 002's workload figures, per workload cell: speed-up over the same cell without drafting,
 acceptance and accepted tokens per step (engine counts and server counters), and the shares of
-shots that passed each check (lossless against no drafting, needle, edit, recall)."""
+shots that passed each check (the task gate, loops, lossless against no drafting, needle, edit,
+recall, code)."""
 
 import pandas as pd
 
@@ -32,10 +33,14 @@ COUNT_RATIOS = (
 )
 # (figure, boolean shot column, what a true value means)
 SHARES = (
+    ("task_done_share", "task_done", "output passed its workload's task gate (task_gate)"),
+    ("loop_share", "loop_detected", "output ends in a degenerate loop"),
     ("lossless_share", "lossless_vs_none", "output tokens equal the no-draft shot's at the same position"),
     ("needle_found_share", "needle_found", "the output holds the planted passphrase"),
     ("edit_made_share", "edit_made", "the returned file has the asked rename"),
-    ("recall_exact_share", "recall_exact", "the marked section came back verbatim (whitespace-normalised)"),
+    ("edit_intact_share", "edit_intact", "returned file is otherwise unchanged"),
+    ("recall_exact_share", "recall_exact", "the document came back verbatim (whitespace-normalised)"),
+    ("code_parses_share", "code_parses", "code parses as Python 3"),
 )
 SPEEDUP_METRIC = "speedup_vs_none"
 

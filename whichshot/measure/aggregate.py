@@ -10,6 +10,9 @@ import pandas as pd
 
 from whichshot.measure.grid import BASE_WORKLOAD, DEFAULT_WARMUP
 from whichshot.measure.lossless import with_lossless
+from whichshot.measure.quality import python_parses
+from whichshot.measure.quality_fields import repetition_fields
+from whichshot.measure.task_gates import GATES, task_done
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
 from whichshot.telemetry.summary import counter_power_w, power_agrees_with_counter
 
@@ -35,7 +38,8 @@ VERSION_1_GPU = "NVML index 0, whatever GPU the engine used (shots of version 1)
 def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     """A shots table of any version with the current schema's columns. Columns a version lacked
     are derived from what it recorded where they can be (version 1 -> 2: prompt_tokens_requested,
-    gpu_energy_power_w, gpu_power_reliable against the counter), else null (not measured)."""
+    gpu_energy_power_w, gpu_power_reliable against the counter; 2 -> 3: repetition, loops and the
+    gates the output alone decides), else null (not measured)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -44,7 +48,28 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     old = version < 2
     if old.any():
         shots.loc[old] = _from_version_1(shots.loc[old])
+    before_gates = version < 3
+    if before_gates.any():
+        shots.loc[before_gates] = _from_version_2(shots.loc[before_gates])
     return shots
+
+
+def _from_version_2(rows: pd.DataFrame) -> pd.DataFrame:
+    """Repetition and loops from the output ids; the gates that need no prompt check (new_code's
+    parse, explain's loop) from the output; the others stay null: their checks were not kept."""
+    rows = rows.copy()
+    for index, row in rows.iterrows():
+        if row["status"] != "ok":
+            continue
+        quality = repetition_fields([int(i) for i in row["output_token_ids"]])
+        quality.update({c: _flag(row[c]) for c in ("needle_found", "edit_made", "recall_exact")})
+        if row["workload"] == "new_code":
+            quality["code_parses"] = python_parses(row["output_text"] or "")
+        quality["task_gate"] = GATES.get(row["workload"])
+        quality["task_done"] = task_done(row["workload"], quality)
+        for column, value in quality.items():
+            rows.at[index, column] = value
+    return rows
 
 
 def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
@@ -65,6 +90,10 @@ def _from_version_1(rows: pd.DataFrame) -> pd.DataFrame:
         for median, counter in zip(rows["gpu_power_median_w"], rows["gpu_energy_power_w"], strict=True)
     ]
     return rows
+
+
+def _flag(value) -> bool | None:
+    return None if value is None or pd.isna(value) else bool(value)
 
 
 def _default_warmup(kind) -> str | None:

@@ -96,7 +96,7 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
     protocol = config["protocol"]
     axes = itertools.product(
         config["engines"],
-        measured_models(config),
+        protocol_models(config),
         config["prompts"]["lengths"],
         _series_kinds(protocol),
         protocol["context_tokens"],
@@ -117,6 +117,18 @@ def measured_models(config: dict[str, Any]) -> list[str]:
     return [name for name, spec in config["models"].items() if spec["measure"]]
 
 
+def protocol_models(config: dict[str, Any]) -> list[str]:
+    """Models that run the protocol grid."""
+    return config["protocol"]["models"] or measured_models(config)
+
+
+def workload_models(config: dict[str, Any]) -> list[str]:
+    """Models that run the workloads (none when no workload is asked for)."""
+    if not config["workloads"]["names"]:
+        return []
+    return config["workloads"]["models"] or measured_models(config)
+
+
 def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     """engines x models x (workload, text kind) x speculative modes x {cold; warm} x repeats."""
     from whichshot.prepare.workload_prompts import workload_keys
@@ -127,7 +139,7 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     keys = workload_keys(workloads["names"], workloads["text_kinds"])
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     context = workloads["context_tokens"]
-    models = workloads["models"] or measured_models(config)
+    models = workload_models(config)
     modes = config["spec_modes"]
     axes = itertools.product(config["engines"], models, keys, modes, shapes, protocol["engine_warmup"],
                              range(1, protocol["repeats"] + 1))  # fmt: skip

@@ -5,6 +5,8 @@ from typing import Any
 
 from whichshot.engines.base import RunningEngine
 from whichshot.errors import WhichshotError
+from whichshot.measure.quality import self_repetition
+from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare import workloads as wl
 
 # Which text kinds each workload has: new_code and explain have no input document.
@@ -16,7 +18,10 @@ TEXT_KINDS = {
     "explain": ("real",),
 }
 _CHARS_PER_TOKEN_GUESS = 3.0  # only sizes the over-long draft document before the exact cut
-EDIT_MODULE = "colorsys"  # a real stdlib module small enough for a CPU shot
+EDIT_MODULE = "colorsys"  # a real stdlib module of short top-level functions
+# Workloads whose whole input comes back in the output: their file or document must fit the budget.
+RETURNED_WHOLE = ("edit_file", "verbatim_recall")
+RETURN_MARGIN = 1.25  # output budget per input token: fences, a preamble, tokens merged differently
 
 
 def workload_keys(names: list[str], text_kinds: list[str]) -> list[tuple[str, str]]:
@@ -28,7 +33,7 @@ def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str,
     """A document of exactly n_tokens tokens with the needle planted once in its first half."""
     budget_chars = int(2.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
     source = wl.pydoc_sections() if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
-    # Sections short enough that several whole ones fit: one of them is the section to recall.
+    # Sections short enough that several whole ones fit.
     source = [(title, text) for title, text in source if len(text) <= budget_chars / 4]
     sections, total, needle_at = [], 0, 0
     for title, text in source:
@@ -39,7 +44,8 @@ def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str,
             break
     if len(sections) < 3:
         raise WhichshotError(
-            f"document_tokens={n_tokens} leaves too few whole sections to mark one; raise document_tokens"
+            f"document_tokens={n_tokens} leaves too few whole sections around the needle; "
+            "raise document_tokens"
         )
     fraction = needle_at / len(sections)
     ids = engine.tokenize(wl.make_document(sections, needle, needle_position_fraction=fraction))
@@ -53,24 +59,68 @@ def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str,
     return document
 
 
+def _recall_document(engine: RunningEngine, text_kind: str, n_tokens: int, seed: int) -> str:
+    """Whole sections of text, as many as fit n_tokens: a document that ends where its text ends, so
+    a model asked to return it whole has no cut sentence to stop short of."""
+    source = wl.pydoc_sections() if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
+    document = ""
+    for _title, text in source:
+        longer = f"{document}\n\n{text}" if document else text
+        if len(engine.tokenize(longer)) > n_tokens:
+            if document and len(engine.tokenize(document)) >= n_tokens // 2:
+                return document
+            continue  # this section would overflow a short document: try the next one
+        document = longer
+    raise WhichshotError(f"no {text_kind} document of whole sections fills document_tokens={n_tokens}")
+
+
 def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
     seed = cfg["seed"]
-    if name in wl.DOCUMENT_WORKLOADS:
+    source = {"corpus": "pydoc_topics" if kind == "real" else "synthetic_filler",
+              "document_tokens": cfg["document_tokens"]}  # fmt: skip
+    if name == "needle":
         needle = wl.make_passphrase(seed)
         document = _document(engine, kind, cfg["document_tokens"], needle, seed)
-        source = {"corpus": "pydoc_topics" if kind == "real" else "synthetic_filler",
-                  "document_tokens": cfg["document_tokens"]}  # fmt: skip
         try:
-            if name == "needle":
-                return wl.needle_question(document, needle, seed, kind, source)
-            return wl.verbatim_recall(document, None, seed, needle, kind, source)
+            return wl.needle_question(document, needle, seed, kind, source)
         except ValueError as exc:
             raise WhichshotError(
-                f"{name} ({kind}) with document_tokens={source['document_tokens']}: {exc}"
+                f"needle ({kind}) with document_tokens={cfg['document_tokens']}: {exc}"
             ) from None
+    if name == "verbatim_recall":
+        document = _recall_document(engine, kind, cfg["document_tokens"], seed)
+        return wl.verbatim_recall(document, seed, None, kind, source)
     if name == "edit_file":
-        return wl.edit_file(EDIT_MODULE, seed) if kind == "real" else wl.edit_file_synthetic(seed, 6)
+        return _edit_file(engine, kind, cfg["document_tokens"], seed)
     return wl.new_code(seed) if name == "new_code" else wl.explain(seed)
+
+
+def _edit_file(engine: RunningEngine, kind: str, budget_tokens: int, seed: int) -> dict[str, Any]:
+    """A file of whole functions that fits budget_tokens in this model's tokens, so it can come back
+    whole: real = the longest run of colorsys's consecutive top-level functions (the earliest of
+    equal length), synthetic = the most generated functions."""
+
+    def tokens(item: dict[str, Any]) -> int:
+        return len(engine.tokenize(item["checks"]["rename"]["file"]))
+
+    if kind == "real":
+        total = wl.module_function_count(EDIT_MODULE)
+        runs = [(first, count) for count in range(total, 1, -1) for first in range(total - count + 1)]
+        build = lambda run: wl.edit_file(EDIT_MODULE, seed, run)  # noqa: E731
+    else:
+        runs = list(range(24, 1, -1))
+        build = lambda n: wl.edit_file_synthetic(seed, n)  # noqa: E731
+    for run in runs:
+        try:
+            item = build(run)
+        except ValueError:
+            continue  # no public function to rename in this run
+        if tokens(item) <= budget_tokens:
+            return item
+    raise WhichshotError(
+        f"edit_file ({kind}): no file of two whole functions fits document_tokens={budget_tokens} "
+        "in this model's tokens; raise document_tokens"
+    )
 
 
 def build_workload_prompts(
@@ -92,6 +142,7 @@ def build_workload_prompts(
             "prompt_style": style,
             "token_ids": ids,
             "prompt_tokens": len(ids),
+            "self_repetition": self_repetition(ids, COPY_SPAN_TOKENS),
             "text": text,
             "checks": item["checks"],
             "source": item["source"],

@@ -17,8 +17,7 @@ from whichshot.prepare.filler import synthetic_filler
 
 # Workloads whose prompt holds a document of workloads.document_tokens tokens.
 DOCUMENT_WORKLOADS = ("verbatim_recall", "needle")
-BEGIN_MARKER = "=== BEGIN SECTION: {title} ==="
-END_MARKER = "=== END SECTION ==="
+DOCUMENT_OPEN, DOCUMENT_CLOSE = "<document>", "</document>"
 SECTION_HEADER = "## {title}"
 NEEDLE_TITLE = "Note"
 PROMPT_STYLE = {
@@ -110,67 +109,26 @@ def make_document(
     return "\n\n".join(f"{SECTION_HEADER.format(title=title)}\n\n{text}" for title, text in blocks)
 
 
-def document_titles(document: str) -> list[str]:
-    """Section titles of a document made by make_document, in order."""
-    prefix = SECTION_HEADER.format(title="")
-    return [line[len(prefix) :] for line in document.split("\n") if line.startswith(prefix)]
-
-
-def _section_span(document: str, title: str) -> tuple[int, int, int]:
-    """(header start, body start, body end) character offsets of the titled section."""
-    header = SECTION_HEADER.format(title=title) + "\n\n"
-    at_start = document.startswith(header)
-    hits = document.count("\n\n" + header) + int(at_start)
-    if hits != 1:
-        raise ValueError(f"section {title!r} occurs {hits} times in the document, need exactly 1")
-    start = 0 if at_start else document.index("\n\n" + header) + 2
-    body_start = start + len(header)
-    next_header = document.find("\n\n" + SECTION_HEADER.format(title=""), body_start)
-    return start, body_start, len(document) if next_header < 0 else next_header
-
-
-def mark_section(document: str, title: str) -> tuple[str, str]:
-    """The document with the titled section between BEGIN/END markers, and that section's text."""
-    start, body_start, body_end = _section_span(document, title)
-    body = document[body_start:body_end]
-    marked = f"{BEGIN_MARKER.format(title=title)}\n{body}\n{END_MARKER}"
-    return document[:start] + marked + document[body_end:], body
-
-
-def _pick_section(document: str, seed: int) -> str:
-    """A section title chosen by seed: not the needle, not the last (possibly cut) section."""
-    titles = [title for title in document_titles(document)[:-1] if title != NEEDLE_TITLE]
-    if not titles:
-        raise ValueError("document has no complete section to mark")
-    return _rng("section", seed).choice(titles)
-
-
-# --- workloads ---------------------------------------------------------------------------------------
-
-
 def verbatim_recall(
-    doc_text: str,
-    section_marker_title: str | None,
+    document: str,
     seed: int,
     needle: str | None = None,
     text_kind: str = "real",
     source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Ask to repeat one marked section of the document word for word (section chosen by seed if None)."""
-    title = section_marker_title if section_marker_title is not None else _pick_section(doc_text, seed)
-    if title == NEEDLE_TITLE:
-        raise ValueError("the needle section cannot be the recalled section")
-    marked, reference_text = mark_section(doc_text, title)
-    begin = BEGIN_MARKER.format(title=title)
+    """Ask for the whole document back, word for word: the instruction first, then the document
+    between tags, sized by the caller to fit the output budget. Asked for one marked section from
+    the middle of a longer document, Qwen2.5-Coder-0.5B-Instruct copied from the document's start;
+    asked to repeat a document placed before the instruction, it summarised the pydoc text."""
     prompt = (
-        f"{marked}\n\nRepeat the text of the section between '{begin}' and '{END_MARKER}' above word for "
-        "word, exactly as written. Output only that text, without the markers and without comments."
+        "Copy the following document exactly, word for word, keeping every line. Output only the "
+        f"copy.\n\n{DOCUMENT_OPEN}\n{document}\n{DOCUMENT_CLOSE}"
     )
-    completion = f"{marked}\n\nThe section '{title}' above, repeated word for word:\n\n{begin}\n"
-    checks: dict[str, Any] = {"reference_text": reference_text}
+    completion = f"Document:\n\n{document}\n\nThe same document, repeated word for word:\n\n"
+    checks: dict[str, Any] = {"reference_text": document}
     if needle is not None:
         checks["needle"] = needle
-    full_source = {**(source or {}), "section": title, "document_sha256": sha256_text(doc_text)}
+    full_source = {**(source or {}), "document_sha256": sha256_text(document)}
     return _workload("verbatim_recall", text_kind, prompt, completion, checks, full_source, seed)
 
 
@@ -196,34 +154,69 @@ def _top_level_functions(source_text: str) -> list[str]:
 def _edit_workload(source_text: str, seed: int, text_kind: str, source: dict[str, Any]) -> dict[str, Any]:
     """Ask to rename one top-level function (chosen by seed) everywhere and return the whole file."""
     rng = _rng("edit", seed)
-    old_name = rng.choice(_top_level_functions(source_text))
+    names = _top_level_functions(source_text)
+    if not names:
+        raise ValueError("the file defines no public top-level function to rename")
+    old_name = rng.choice(names)
     new_name = f"{old_name}_{rng.choice(_RENAME_SUFFIXES)}"
     if new_name in source_text:
         raise ValueError(f"new name {new_name!r} already occurs in the file")
+    count = sum(isinstance(node, ast.FunctionDef) for node in ast.parse(source_text).body)
     instruction = (
-        f"Rename the function `{old_name}` to `{new_name}` everywhere in this file: its definition and "
-        "every reference to it. Change nothing else. Return the whole file, nothing else."
+        f"Output this whole file again, all {count} functions in the same order, with one change: the "
+        f"function `{old_name}` is renamed to `{new_name}` (its definition and every reference to it). "
+        "Every other line stays exactly the same."
     )
-    prompt = f"{instruction}\n\n```python\n{source_text}```"
+    # The file first, then the instruction naming how much comes back: a 0.5B instruct model asked
+    # first and told to "return the whole file" returned only the renamed function.
+    prompt = f"```python\n{source_text}```\n\n{instruction}"
     completion = (
-        f"{instruction}\n\nOriginal file:\n```python\n{source_text}```\n\n"
+        f"Original file:\n```python\n{source_text}```\n\n"
         f"The whole file with `{old_name}` renamed to `{new_name}`:\n```python\n"
     )
-    checks = {"rename": {"old": old_name, "new": new_name}}
+    checks = {"rename": {"old": old_name, "new": new_name, "file": source_text}}
     full_source = {**source, "sha256": sha256_text(source_text)}
     return _workload("edit_file", text_kind, prompt, completion, checks, full_source, seed)
 
 
-def edit_file(module_name: str = "textwrap", seed: int = 0) -> dict[str, Any]:
-    """edit_file on the real source of a standard-library module."""
+def _module_text(module_name: str) -> tuple[str, str]:
+    """(source text, path) of a pure-Python standard-library module."""
     spec = importlib.util.find_spec(module_name)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         raise ValueError(f"{module_name!r} is not a pure-Python standard-library module")
-    source_text = Path(spec.origin).read_text(encoding="utf-8")
+    return Path(spec.origin).read_text(encoding="utf-8"), spec.origin
+
+
+def module_function_count(module_name: str) -> int:
+    """How many top-level functions the module defines."""
+    text, _path = _module_text(module_name)
+    return sum(isinstance(node, ast.FunctionDef) for node in ast.parse(text).body)
+
+
+def module_functions(module_name: str, first: int, count: int) -> str:
+    """The source of a standard-library module from the start of its top-level function `first`
+    (0-based) to the end of the count-th from there, the comments between them kept: a real file
+    small enough to return whole."""
+    text, _path = _module_text(module_name)
+    functions = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)]
+    if count < 1 or first < 0 or first + count > len(functions):
+        raise ValueError(f"{module_name} has {len(functions)} top-level functions; {first}+{count} asked")
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[functions[first].lineno - 1 : functions[first + count - 1].end_lineno])
+
+
+def edit_file(
+    module_name: str = "colorsys", seed: int = 0, functions: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """edit_file on the real source of a standard-library module: the whole module, or the
+    (first, count) run of its top-level functions."""
+    text, path = _module_text(module_name)
+    source_text = text if functions is None else module_functions(module_name, *functions)
     source = {
-        "kind": "stdlib_module",
+        "kind": "stdlib_module" if functions is None else "stdlib_module_functions",
         "module": module_name,
-        "path": spec.origin,
+        "functions": list(functions) if functions else None,
+        "path": path,
         "python_version": platform.python_version(),
     }
     return _edit_workload(source_text, seed, "real", source)
@@ -262,7 +255,8 @@ def new_code(seed: int = 0) -> dict[str, Any]:
     spec = _NEW_CODE_SPECS[index]
     prompt = f"Write {spec} in Python 3, with a docstring. Return only the code, in one ```python block."
     completion = f"# Task: write {spec}.\n# Solution in Python 3:\n\n"
-    return _workload("new_code", "real", prompt, completion, {}, {"kind": "fixed_spec", "index": index}, seed)
+    source = {"kind": "fixed_spec", "index": index}
+    return _workload("new_code", "real", prompt, completion, {"python_code": True}, source, seed)
 
 
 def explain(seed: int = 0) -> dict[str, Any]:

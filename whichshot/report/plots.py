@@ -18,7 +18,7 @@ plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize
 import pandas as pd  # noqa: E402
 
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT  # noqa: E402
-from whichshot.report.tables import records_of  # noqa: E402
+from whichshot.report.tables import TASK_NOT_DONE, records_of  # noqa: E402
 
 # Okabe-Ito (colour-blind safe); greyscale safety comes from the markers, lines and hatches.
 _COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")
@@ -357,17 +357,19 @@ def copy_vs_speedup(figures: pd.DataFrame):
                 label=f"{mode}, {kind} text",
             )
             for x, row in zip(xs, rows.to_dict("records"), strict=True):
+                undone = TASK_NOT_DONE in list(row["caveat_ids"])  # not the task's speed-up
                 axis.annotate(
-                    f"{row['workload']} ({row['protocol']})",
+                    f"{row['workload']} ({row['protocol']}){' ✗ task not done' if undone else ''}",
                     (x, row["value"]),
                     fontsize=6,
+                    color="#b22222" if undone else "black",
                     xytext=(4, 2),
                     textcoords="offset points",
                 )
     axis.axhline(1.0, color="#555555", linewidth=1, linestyle="--", label="no speed-up")
     axis.set_xlabel("copy fraction of the drafted output (% of output tokens in ≥ k-token prompt spans)")
     axis.set_ylabel("speed-up over no drafting (×, decode tok/s ratio)")
-    axis.set_title("Does copying predict the speed-up?")
+    axis.set_title("Does copying predict the speed-up? (✗: the model did not do the task)")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     return fig

@@ -13,6 +13,7 @@ from whichshot.report.tables import (
     CHECKS,
     HEADLINE_COLUMNS,
     PER_ENGINE,
+    SPEEDUP,
     VS_REFERENCE,
     WORKLOAD_COLUMNS,
     EngineTable,
@@ -60,6 +61,14 @@ def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     return _table(header, body)
 
 
+def _workload_cell(row: dict[str, Any], metric: str, numbers: dict[str, int]) -> str:
+    """A workload row's figure; a speed-up between cells that did not do the task is set apart."""
+    text = _cell(row["cells"].get(metric), numbers, "—")
+    if metric == SPEEDUP and row["speedup_set_apart"]:
+        return f"✗ ~~{text}~~ (task not done)"
+    return text
+
+
 def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
     shown = [c for c in WORKLOAD_COLUMNS if c[0] != "lossless_share"]
     header = ["engine", "model", "workload", "text", "protocol", "speculative mode"]
@@ -67,7 +76,7 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     header += ["lossless vs none", "checks (shots passing)", "which shot"]
     body = []
     for r in rows:
-        cells = [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in shown]
+        cells = [_workload_cell(r, metric, numbers) for metric, *_ in shown]
         lossless = r["cells"].get("lossless_share")
         checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
         head = [md(r[a]) for a in ("engine", "model", "workload", "text_kind", "protocol", "spec_mode")]
@@ -141,7 +150,8 @@ def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str) ->
             "",
             *workload_table(tables.workloads, numbers),
             "",
-            f"— = does not apply. Checks: {md(checks)}.",
+            f"— = does not apply. ✗ = a speed-up between cells where the model did not do the task (its "
+            f"task check failed): not the task's speed-up. Checks: {md(checks)}.",
             "",
         ]
     if tables.engines:

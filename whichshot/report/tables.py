@@ -28,9 +28,14 @@ WORKLOAD_COLUMNS = (
     ("speedup_vs_none", "speed-up over none", "×"),
     ("acceptance_rate", "acceptance", "%"),
     ("engine_draft_mean_len", "mean len", "tokens/step"),
-    ("copy_fraction", "copy fraction", "%"),
+    ("copy_fraction", "copy from input", "%"),
+    ("self_repetition", "self-repetition", "%"),
+    ("prompt_self_repetition", "input repeats itself", "%"),
     ("lossless_share", "lossless vs none", "shots"),
 )
+# A speed-up whose cells failed their task gate is set apart: its figure carries this caveat.
+TASK_NOT_DONE = "task_not_done"
+SPEEDUP = "speedup_vs_none"
 # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
 DETAIL_COLUMNS = (
     ("shots_ok", "ok", "shots"),
@@ -46,9 +51,13 @@ DETAIL_COLUMNS = (
 )
 # Per-workload checks: (metric, short name, what a hit means)
 CHECKS = (
-    ("recall_exact_share", "recall", "the marked section came back verbatim"),
+    ("task_done_share", "task", "passed its workload's task gate"),
+    ("loop_share", "loop", "the output ends in a degenerate loop"),
+    ("recall_exact_share", "recall", "the document came back verbatim"),
     ("edit_made_share", "edit", "the returned file has the asked rename"),
+    ("edit_intact_share", "rest intact", "nothing but the rename changed"),
     ("needle_found_share", "needle", "the planted passphrase is in the output"),
+    ("code_parses_share", "parses", "the code parses as Python 3"),
 )
 # The engines-side-by-side table: per engine (the cells' own figures), then against the reference.
 PER_ENGINE = (
@@ -150,6 +159,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     workloads = cell_rows(work, WORKLOAD_COLUMNS + tuple((m, n, "") for m, n, _ in CHECKS), shown,
                           with_protocol=False)  # fmt: skip
     _order_workload_rows(workloads)
+    _set_apart_undone(workloads)
     engines = engine_table(per_cell, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
     telemetry = cell_rows(
@@ -293,6 +303,13 @@ def _order_workload_rows(rows: list[dict[str, Any]]) -> None:
         )
     )
     _mark_group_starts(rows, group_axes)
+
+
+def _set_apart_undone(rows: list[dict[str, Any]]) -> None:
+    """Mark the rows whose speed-up compares cells where the model did not do the task."""
+    for row in rows:
+        speedup = row["cells"].get(SPEEDUP)
+        row["speedup_set_apart"] = speedup is not None and TASK_NOT_DONE in speedup["caveat_ids"]
 
 
 def _mark_group_starts(rows: list[dict[str, Any]], axes: list[str]) -> None:

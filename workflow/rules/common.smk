@@ -8,7 +8,13 @@ sys.path.insert(0, workflow.basedir)
 
 from whichshot.config import check_config, check_config_file
 from whichshot.errors import WhichshotError
-from whichshot.measure.grid import expand_jobs, expand_workload_jobs, measured_models
+from whichshot.hashing import package_code_id
+from whichshot.measure.grid import (
+    expand_jobs,
+    expand_workload_jobs,
+    measured_models,
+    workload_models,
+)
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -25,6 +31,8 @@ ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
 JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")
 ENV = "../envs/whichshot.yaml"
+# The prompts are cut by this code: a change to it rebuilds them (and reruns what used them).
+PROMPT_CODE = package_code_id("prepare")
 
 
 def all_outputs():
@@ -43,6 +51,12 @@ def shots_of_all_jobs():
 
 def telemetry_of_all_jobs():
     return [f"results/telemetry/{job_id}.jsonl" for job_id in JOBS]
+
+
+def workload_settings(wildcards):
+    """The workloads section for a model that runs them; None for one that does not (its prompts
+    file then holds no workload prompts)."""
+    return config["workloads"] if wildcards.model in workload_models(config) else None
 
 
 def job_inputs(wildcards):

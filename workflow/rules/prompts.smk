@@ -17,7 +17,8 @@ rule build_prompts:
     params:
         engine=engine_spec,
         prompts=config["prompts"],
-        workloads=config["workloads"],
+        workloads=workload_settings,
+        code=PROMPT_CODE,
         server=config["server"],
     script:
         "../scripts/build_prompts.py"

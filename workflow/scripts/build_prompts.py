@@ -28,8 +28,9 @@ def main(smk):
         bos = meta["bos_token_id"] if meta.get("add_bos_token") else None
         corpus = load_corpus(smk.params.prompts["corpus"])
         prompts = cut_prompts(server, corpus, smk.params.prompts["lengths"], bos)
-        prompts["workloads"] = build_workload_prompts(
-            server, smk.params.workloads, meta["has_chat_template"], bos
+        workloads = smk.params.workloads  # None: this model runs no workload
+        prompts["workloads"] = (
+            build_workload_prompts(server, workloads, meta["has_chat_template"], bos) if workloads else {}
         )
     finally:
         server.stop()
