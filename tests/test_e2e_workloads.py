@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from tests.pipeline import load_config, run_pipeline
+from whichshot.prepare.workloads import pydoc_sections
 
 pytestmark = pytest.mark.e2e
 
@@ -64,17 +65,22 @@ def test_quality_columns(shots):
     assert work[work["workload"] == "verbatim_recall"]["recall_exact"].notna().all()
 
 
-def test_document_is_cut_to_the_exact_token_count(workload_run):
+def test_needle_documents_are_cut_exactly_and_recall_documents_are_whole_sections(workload_run):
     prompts = json.loads(
         (workload_run / "results" / "prompts" / "llama_cpp" / "smollm2_135m.json").read_text()
-    )
-    for key in ("verbatim_recall-real", "needle-synthetic"):
-        item = prompts["workloads"][key]
+    )["workloads"]
+    for key in ("needle-real", "needle-synthetic"):
+        item = prompts[key]
         assert item["source"]["document_tokens"] == 384
         assert item["prompt_style"] == "chat template"  # SmolLM2 ships a ChatML template
         assert item["prompt_tokens"] == len(item["token_ids"]) > 384
-    needle = prompts["workloads"]["needle-real"]["checks"]["needle"]
-    assert prompts["workloads"]["needle-real"]["text"].count(needle) == 1
+    needle = prompts["needle-real"]["checks"]["needle"]
+    assert prompts["needle-real"]["text"].count(needle) == 1
+    # The recall returns its document whole: whole sections up to 384 tokens, no cut sentence.
+    recall = prompts["verbatim_recall-real"]
+    document, sections = recall["checks"]["reference_text"], [text for _t, text in pydoc_sections()]
+    assert any(document.startswith(text) for text in sections) and any(document.endswith(t) for t in sections)
+    assert 384 // 2 < recall["prompt_tokens"] < prompts["needle-real"]["prompt_tokens"]
 
 
 def test_workload_figures_exist(workload_run):
