@@ -179,9 +179,22 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "<top level>"
 
 
+def _first_reason(error: jsonschema.ValidationError) -> str:
+    """The most specific reason among a oneOf's failed branches that took the object form."""
+    reasons = [e.message for e in error.context if e.validator != "enum"]
+    return reasons[0] if reasons else error.message
+
+
 def _problem(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return f"unknown key ({error.message})"
+    if (
+        error.validator == "oneOf"
+        and isinstance(error.instance, dict)
+        and error.path
+        and error.path[-1] == "corpus"
+    ):
+        return "give a built-in corpus name or your own text as {path, sha256} (" + _first_reason(error) + ")"
     if error.validator == "oneOf" and isinstance(error.instance, dict):
         problem = "give exactly one of 'packages' or 'path' (each with 'sha256'), or 'synthetic'"
         sources = [k for k in ("packages", "path") if k in error.instance]

@@ -129,6 +129,15 @@ def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
     return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason)
 
 
+def _corpus_sha256(ctx: JobContext, job) -> str | None:
+    """The pin of the text the prompt came from: the protocol grid's corpus, a workload's user
+    files (None for a workload on built-in text or no document)."""
+    if job.workload == BASE_WORKLOAD:
+        return ctx.prompts["corpus_sha256"]
+    source = ctx.prompts["workloads"][job.prompt_key]["source"]
+    return source.get("sha256") if source.get("corpus") == "user_files" else source.get("file_sha256")
+
+
 def _stop(state: _ProcessState | None) -> None:
     if state is not None:
         state.server.stop()
@@ -222,6 +231,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "workload": job.workload,
         "text_kind": job.text_kind,
         "corpus": ctx.prompts["corpus"] if job.workload == BASE_WORKLOAD else job.prompt_key,
+        "corpus_sha256": _corpus_sha256(ctx, job),
         "prompt_tokens": len(prompt_of(ctx, job.prompt_variant(position))["token_ids"]),
         "prompt_tokens_requested": job.prompt_tokens,
         "spec_params": json.dumps(ctx.spec_params, sort_keys=True),

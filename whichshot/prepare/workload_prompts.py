@@ -8,6 +8,7 @@ from whichshot.errors import WhichshotError
 from whichshot.measure.quality import self_repetition
 from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare import workloads as wl
+from whichshot.prepare.user_texts import load_user_texts
 
 # Which text kinds each workload has: new_code and explain have no input document.
 TEXT_KINDS = {
@@ -29,10 +30,24 @@ def workload_keys(names: list[str], text_kinds: list[str]) -> list[tuple[str, st
     return [(name, kind) for name in names for kind in TEXT_KINDS[name] if kind in text_kinds]
 
 
-def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, seed: int) -> str:
+def real_sections(cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    """(title, text) sections of real text: the user's files (workloads.texts) or pydoc_data's."""
+    texts = cfg.get("texts")
+    return load_user_texts(texts, "workloads.texts").sections() if texts else wl.pydoc_sections()
+
+
+def real_source(cfg: dict[str, Any]) -> dict[str, Any]:
+    """What identifies the real text: the user's files by their pin, or pydoc_data."""
+    texts = cfg.get("texts")
+    return {"corpus": "user_files", **texts} if texts else {"corpus": "pydoc_topics"}
+
+
+def _document(
+    engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, seed: int, cfg: dict[str, Any]
+) -> str:
     """A document of exactly n_tokens tokens with the needle planted once in its first half."""
     budget_chars = int(2.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
-    source = wl.pydoc_sections() if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
+    source = real_sections(cfg) if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
     # Sections short enough that several whole ones fit.
     source = [(title, text) for title, text in source if len(text) <= budget_chars / 4]
     sections, total, needle_at = [], 0, 0
@@ -59,10 +74,12 @@ def _document(engine: RunningEngine, text_kind: str, n_tokens: int, needle: str,
     return document
 
 
-def _recall_document(engine: RunningEngine, text_kind: str, n_tokens: int, seed: int) -> str:
+def _recall_document(
+    engine: RunningEngine, text_kind: str, n_tokens: int, seed: int, cfg: dict[str, Any]
+) -> str:
     """Whole sections of text, as many as fit n_tokens: a document that ends where its text ends, so
     a model asked to return it whole has no cut sentence to stop short of."""
-    source = wl.pydoc_sections() if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
+    source = real_sections(cfg) if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
     document = ""
     for _title, text in source:
         longer = f"{document}\n\n{text}" if document else text
@@ -76,11 +93,11 @@ def _recall_document(engine: RunningEngine, text_kind: str, n_tokens: int, seed:
 
 def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
     seed = cfg["seed"]
-    source = {"corpus": "pydoc_topics" if kind == "real" else "synthetic_filler",
+    source = {**(real_source(cfg) if kind == "real" else {"corpus": "synthetic_filler"}),
               "document_tokens": cfg["document_tokens"]}  # fmt: skip
     if name == "needle":
         needle = wl.make_passphrase(seed)
-        document = _document(engine, kind, cfg["document_tokens"], needle, seed)
+        document = _document(engine, kind, cfg["document_tokens"], needle, seed, cfg)
         try:
             return wl.needle_question(document, needle, seed, kind, source)
         except ValueError as exc:
@@ -88,39 +105,72 @@ def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, A
                 f"needle ({kind}) with document_tokens={cfg['document_tokens']}: {exc}"
             ) from None
     if name == "verbatim_recall":
-        document = _recall_document(engine, kind, cfg["document_tokens"], seed)
+        document = _recall_document(engine, kind, cfg["document_tokens"], seed, cfg)
         return wl.verbatim_recall(document, seed, None, kind, source)
     if name == "edit_file":
-        return _edit_file(engine, kind, cfg["document_tokens"], seed)
+        return _edit_file(engine, kind, cfg, seed)
     return wl.new_code(seed) if name == "new_code" else wl.explain(seed)
 
 
-def _edit_file(engine: RunningEngine, kind: str, budget_tokens: int, seed: int) -> dict[str, Any]:
-    """A file of whole functions that fits budget_tokens in this model's tokens, so it can come back
-    whole: real = the longest run of colorsys's consecutive top-level functions (the earliest of
-    equal length), synthetic = the most generated functions."""
+def _edit_file(engine: RunningEngine, kind: str, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A file of whole functions that fits document_tokens in this model's tokens, so it can come back
+    whole: real = the longest run of consecutive top-level functions (the earliest of equal length)
+    of the user's edit_source or of colorsys, synthetic = the most generated functions."""
+    budget_tokens = cfg["document_tokens"]
 
     def tokens(item: dict[str, Any]) -> int:
         return len(engine.tokenize(item["checks"]["rename"]["file"]))
 
     if kind == "real":
-        total = wl.module_function_count(EDIT_MODULE)
-        runs = [(first, count) for count in range(total, 1, -1) for first in range(total - count + 1)]
-        build = lambda run: wl.edit_file(EDIT_MODULE, seed, run)  # noqa: E731
+        text, build = _real_edit_source(cfg, seed)
+        found = _longest_run(wl.function_count(text), build, lambda item: tokens(item) <= budget_tokens)
+        if found is not None:
+            return found
     else:
-        runs = list(range(24, 1, -1))
-        build = lambda n: wl.edit_file_synthetic(seed, n)  # noqa: E731
-    for run in runs:
-        try:
-            item = build(run)
-        except ValueError:
-            continue  # no public function to rename in this run
-        if tokens(item) <= budget_tokens:
-            return item
+        for n in range(24, 1, -1):
+            item = wl.edit_file_synthetic(seed, n)
+            if tokens(item) <= budget_tokens:
+                return item
     raise WhichshotError(
         f"edit_file ({kind}): no file of two whole functions fits document_tokens={budget_tokens} "
         "in this model's tokens; raise document_tokens"
     )
+
+
+def _longest_run(total: int, build, fits) -> dict[str, Any] | None:
+    """The workload of the longest run of >= 2 consecutive functions that fits (the earliest of equal
+    length); a run grows from each start until it no longer fits, so a long file costs few checks."""
+    best, best_count = None, 1
+    for first in range(total - 1):
+        count = best_count + 1  # only a longer run than the best so far can win
+        while first + count <= total:
+            try:
+                item = build((first, count))
+            except ValueError:  # no public function to rename in this run: try a longer one
+                count += 1
+                continue
+            if not fits(item):
+                break
+            best, best_count = item, count
+            count += 1
+    return best
+
+
+def _real_edit_source(cfg: dict[str, Any], seed: int):
+    """(source text, run -> workload) of the real edit: the user's file, else colorsys."""
+    spec = cfg.get("edit_source")
+    if not spec:
+        return wl.module_text(EDIT_MODULE), lambda run: wl.edit_file(EDIT_MODULE, seed, run)
+    texts = load_user_texts(spec, "workloads.edit_source")
+    if len(texts.files) != 1:
+        raise WhichshotError(f"workloads.edit_source: {texts.path} must be one Python file, not a folder")
+    text = texts.files[0].text
+    try:
+        wl.function_count(text)
+    except ValueError as exc:
+        raise WhichshotError(f"workloads.edit_source: {texts.path}: {exc}") from None
+    source = {"kind": "user_file", "path": texts.path, "file_sha256": texts.sha256}
+    return text, lambda run: wl.edit_user_file(text, source, seed, run)
 
 
 def build_workload_prompts(

@@ -179,6 +179,11 @@ def _edit_workload(source_text: str, seed: int, text_kind: str, source: dict[str
     return _workload("edit_file", text_kind, prompt, completion, checks, full_source, seed)
 
 
+def module_text(module_name: str) -> str:
+    """The source text of a pure-Python standard-library module."""
+    return _module_text(module_name)[0]
+
+
 def _module_text(module_name: str) -> tuple[str, str]:
     """(source text, path) of a pure-Python standard-library module."""
     spec = importlib.util.find_spec(module_name)
@@ -187,22 +192,36 @@ def _module_text(module_name: str) -> tuple[str, str]:
     return Path(spec.origin).read_text(encoding="utf-8"), spec.origin
 
 
+def _functions(source_text: str) -> list[ast.FunctionDef]:
+    try:
+        return [node for node in ast.parse(source_text).body if isinstance(node, ast.FunctionDef)]
+    except SyntaxError as exc:
+        raise ValueError(f"the source does not parse as Python 3 (line {exc.lineno}: {exc.msg})") from None
+
+
+def function_count(source_text: str) -> int:
+    """How many top-level functions a Python source defines."""
+    return len(_functions(source_text))
+
+
+def functions_of(source_text: str, first: int, count: int) -> str:
+    """A Python source from the start of its top-level function `first` (0-based) to the end of the
+    count-th from there, the comments between them kept: a real file small enough to return whole."""
+    functions = _functions(source_text)
+    if count < 1 or first < 0 or first + count > len(functions):
+        raise ValueError(f"the source has {len(functions)} top-level functions; {first}+{count} asked")
+    lines = source_text.splitlines(keepends=True)
+    return "".join(lines[functions[first].lineno - 1 : functions[first + count - 1].end_lineno])
+
+
 def module_function_count(module_name: str) -> int:
     """How many top-level functions the module defines."""
-    text, _path = _module_text(module_name)
-    return sum(isinstance(node, ast.FunctionDef) for node in ast.parse(text).body)
+    return function_count(_module_text(module_name)[0])
 
 
 def module_functions(module_name: str, first: int, count: int) -> str:
-    """The source of a standard-library module from the start of its top-level function `first`
-    (0-based) to the end of the count-th from there, the comments between them kept: a real file
-    small enough to return whole."""
-    text, _path = _module_text(module_name)
-    functions = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)]
-    if count < 1 or first < 0 or first + count > len(functions):
-        raise ValueError(f"{module_name} has {len(functions)} top-level functions; {first}+{count} asked")
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[functions[first].lineno - 1 : functions[first + count - 1].end_lineno])
+    """functions_of a standard-library module's source."""
+    return functions_of(_module_text(module_name)[0], first, count)
 
 
 def edit_file(
@@ -211,7 +230,7 @@ def edit_file(
     """edit_file on the real source of a standard-library module: the whole module, or the
     (first, count) run of its top-level functions."""
     text, path = _module_text(module_name)
-    source_text = text if functions is None else module_functions(module_name, *functions)
+    source_text = text if functions is None else functions_of(text, *functions)
     source = {
         "kind": "stdlib_module" if functions is None else "stdlib_module_functions",
         "module": module_name,
@@ -220,6 +239,14 @@ def edit_file(
         "python_version": platform.python_version(),
     }
     return _edit_workload(source_text, seed, "real", source)
+
+
+def edit_user_file(
+    text: str, source: dict[str, Any], seed: int, functions: tuple[int, int]
+) -> dict[str, Any]:
+    """edit_file on the (first, count) run of top-level functions of the user's own Python file."""
+    run = {**source, "functions": list(functions)}
+    return _edit_workload(functions_of(text, *functions), seed, "real", run)
 
 
 def synthetic_module(n_functions: int, seed: int) -> str:
