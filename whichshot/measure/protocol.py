@@ -132,9 +132,10 @@ def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
 def _corpus_sha256(ctx: JobContext, job) -> str | None:
     """The pin of the text the prompt came from: the protocol grid's corpus, a workload's user
     files (None for a workload on built-in text or no document)."""
+    # A prompts file made by hand (or before the pin was recorded) may not say: then it is unknown.
     if job.workload == BASE_WORKLOAD:
-        return ctx.prompts["corpus_sha256"]
-    source = ctx.prompts["workloads"][job.prompt_key]["source"]
+        return ctx.prompts.get("corpus_sha256")
+    source = prompt_of(ctx, "A").get("source", {})
     return source.get("sha256") if source.get("corpus") == "user_files" else source.get("file_sha256")
 
 
