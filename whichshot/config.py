@@ -79,7 +79,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_grid_not_empty(config)
     _check_synthetic_donors(config)
     _check_draft_models(config)
-    _check_workload_models(config)
+    _check_section_models(config)
     _check_prompts_fit_context(config)
     check_output_budget(config["workloads"])
     return config
@@ -124,11 +124,14 @@ def _check_prompts_fit_context(config: dict[str, Any]) -> None:
         )
 
 
+# Workloads whose whole input comes back in the output: their file or document must fit the budget.
+RETURNED_WHOLE = ("edit_file", "verbatim_recall")
+RETURN_MARGIN = 1.25  # output budget per input token: fences, a preamble, tokens merged differently
+
+
 def check_output_budget(workloads: dict[str, Any]) -> None:
     """The workloads that return their input whole need an output budget the size of that input
     (up to document_tokens) and a margin."""
-    from whichshot.prepare.workload_prompts import RETURN_MARGIN, RETURNED_WHOLE
-
     asked = [name for name in workloads["names"] if name in RETURNED_WHOLE]
     needed = int(workloads["document_tokens"] * RETURN_MARGIN)
     if asked and workloads["max_output_tokens"] < needed:
@@ -140,7 +143,8 @@ def check_output_budget(workloads: dict[str, Any]) -> None:
         )
 
 
-def _check_workload_models(config: dict[str, Any]) -> None:
+def _check_section_models(config: dict[str, Any]) -> None:
+    """protocol.models and workloads.models name measured models of this config."""
     models = config["models"]
     for section in ("protocol", "workloads"):
         for name in config[section]["models"]:

@@ -12,7 +12,7 @@ from whichshot.measure.grid import BASE_WORKLOAD, DEFAULT_WARMUP
 from whichshot.measure.lossless import with_lossless
 from whichshot.measure.quality import python_parses
 from whichshot.measure.quality_fields import repetition_fields
-from whichshot.measure.task_gates import GATES, task_done
+from whichshot.measure.task_gates import gate_fields
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
 from whichshot.telemetry.summary import counter_power_w, power_agrees_with_counter
 
@@ -65,9 +65,7 @@ def _from_version_2(rows: pd.DataFrame) -> pd.DataFrame:
         quality.update({c: _flag(row[c]) for c in ("needle_found", "edit_made", "recall_exact")})
         if row["workload"] == "new_code":
             quality["code_parses"] = python_parses(row["output_text"] or "")
-        quality["task_gate"] = GATES.get(row["workload"])
-        quality["task_done"] = task_done(row["workload"], quality)
-        for column, value in quality.items():
+        for column, value in {**quality, **gate_fields(row["workload"], quality)}.items():
             rows.at[index, column] = value
     return rows
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from whichshot.engines.base import ShotOutcome
 from whichshot.measure import quality as q
-from whichshot.measure.task_gates import GATES, task_done
+from whichshot.measure.task_gates import gate_fields
 
 COPY_SPAN_TOKENS = 8  # k: an output token counts as copied when it lies in a >= k-token span of the prompt
 
@@ -20,10 +20,7 @@ def quality_fields(outcome: ShotOutcome, prompt_ids: list[int], prompt: dict[str
         "prompt_self_repetition": prompt.get("self_repetition"),
         **check_fields(outcome.output_text or "", prompt.get("checks", {})),
     }
-    workload = prompt.get("workload")
-    fields["task_gate"] = GATES.get(workload)
-    fields["task_done"] = task_done(workload, fields) if workload else None
-    return fields
+    return {**fields, **gate_fields(prompt.get("workload"), fields)}
 
 
 def repetition_fields(ids: list[int]) -> dict[str, Any]:

@@ -9,28 +9,20 @@ from typing import Any
 RECALL_NEAR_EXACT = 0.95  # recall passes near-exact when this share of its words come back in order
 EXPLAIN_REPETITION_LIMIT = 0.5  # explain fails when more of its tokens repeat its own earlier spans
 
-GATES = {
-    "edit_file": "the rename is made (def of the new name, none of the old) and every other line of "
-    "the file comes back unchanged",
-    "verbatim_recall": "the document comes back verbatim (whitespace-normalised) or near-exact: at "
-    f"least {RECALL_NEAR_EXACT:.0%} of its words in order (recall_similarity)",
-    "needle": "the planted passphrase is in the answer",
-    "new_code": "the code parses as Python 3 and the output is not a degenerate loop",
-    "explain": "the output is not a degenerate loop and at most "
-    f"{EXPLAIN_REPETITION_LIMIT:.0%} of its tokens repeat its own earlier spans",
-}
 
-
-def task_done(workload: str, quality: dict[str, Any]) -> bool | None:
-    """The workload's gate over one shot's quality columns; None where the workload has no task
-    (continue_text) or a column the gate needs was not checked."""
-    gate = _GATE_CHECKS.get(workload)
+def gate_fields(workload: str, quality: dict[str, Any]) -> dict[str, Any]:
+    """task_gate (what the workload's gate checks, in words) and task_done (the gate over one shot's
+    quality columns); both None where the workload has no task (continue_text), task_done None
+    where a column the gate needs was not checked."""
+    gate = _GATES.get(workload)
     if gate is None:
-        return None
+        return {"task_gate": None, "task_done": None}
+    words, check = gate
     try:
-        return bool(gate(quality))
+        done = bool(check(quality))
     except _NotChecked:
-        return None
+        done = None
+    return {"task_gate": words, "task_done": done}
 
 
 class _NotChecked(Exception):
@@ -64,10 +56,23 @@ def _explain(q: dict[str, Any]) -> bool:
     return not _needed(q, "loop_detected") and _needed(q, "self_repetition") <= EXPLAIN_REPETITION_LIMIT
 
 
-_GATE_CHECKS = {
-    "edit_file": _edit,
-    "verbatim_recall": _recall,
-    "needle": _needle,
-    "new_code": _new_code,
-    "explain": _explain,
+# workload -> (what its gate checks, in words; the check)
+_GATES = {
+    "edit_file": (
+        "the rename is made (def of the new name, none of the old) and every other line of the file comes "
+        "back unchanged",
+        _edit,
+    ),
+    "verbatim_recall": (
+        "the document comes back verbatim (whitespace-normalised) or near-exact: at least "
+        f"{RECALL_NEAR_EXACT:.0%} of its words in order (recall_similarity)",
+        _recall,
+    ),
+    "needle": ("the planted passphrase is in the answer", _needle),
+    "new_code": ("the code parses as Python 3 and the output is not a degenerate loop", _new_code),
+    "explain": (
+        "the output is not a degenerate loop and at most "
+        f"{EXPLAIN_REPETITION_LIMIT:.0%} of its tokens repeat its own earlier spans",
+        _explain,
+    ),
 }

@@ -11,7 +11,6 @@ import hashlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from whichshot.errors import ChecksumMismatch, WhichshotError
 from whichshot.hashing import sha256_file
@@ -21,9 +20,8 @@ MAX_FILE_BYTES = 16 * 1024 * 1024  # a prompt source, not a dataset: larger file
 
 @dataclass(frozen=True)
 class TextFile:
-    name: str  # path relative to the pinned path ("" parts joined by "/"; the file's name for a file)
+    name: str  # the path relative to the pinned folder ("/"-joined), or the file's own name
     text: str
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -43,10 +41,6 @@ class UserTexts:
     def joined(self) -> str:
         """Every file's text, blank-line separated, in path order."""
         return "\n\n".join(file.text.strip("\n") for file in self.files)
-
-    def source(self) -> dict[str, Any]:
-        """What identifies these texts in a prompts file and a shot row."""
-        return {"kind": "user_files", "path": self.path, "sha256": self.sha256, "files": len(self.files)}
 
 
 def pin_of(path: Path) -> str:
@@ -108,7 +102,7 @@ def _read_text(file: Path, name: str, where: str) -> TextFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise WhichshotError(f"{where}: {file} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    return TextFile(name, text, hashlib.sha256(data).hexdigest())
+    return TextFile(name, text)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Workload prompts as exact token sequences: documents cut with the engine's own tokenizer,
 the model's chat template applied where it has one (a plain completion prompt where not)."""
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from whichshot.engines.base import RunningEngine
@@ -20,9 +22,6 @@ TEXT_KINDS = {
 }
 _CHARS_PER_TOKEN_GUESS = 3.0  # only sizes the over-long draft document before the exact cut
 EDIT_MODULE = "colorsys"  # a real stdlib module of short top-level functions
-# Workloads whose whole input comes back in the output: their file or document must fit the budget.
-RETURNED_WHOLE = ("edit_file", "verbatim_recall")
-RETURN_MARGIN = 1.25  # output budget per input token: fences, a preamble, tokens merged differently
 
 
 def workload_keys(names: list[str], text_kinds: list[str]) -> list[tuple[str, str]]:
@@ -43,11 +42,10 @@ def real_source(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _document(
-    engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, seed: int, cfg: dict[str, Any]
+    engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, source: list[tuple[str, str]]
 ) -> str:
     """A document of exactly n_tokens tokens with the needle planted once in its first half."""
     budget_chars = int(2.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
-    source = real_sections(cfg) if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
     # Sections short enough that several whole ones fit.
     source = [(title, text) for title, text in source if len(text) <= budget_chars / 4]
     sections, total, needle_at = [], 0, 0
@@ -75,29 +73,31 @@ def _document(
 
 
 def _recall_document(
-    engine: RunningEngine, text_kind: str, n_tokens: int, seed: int, cfg: dict[str, Any]
+    engine: RunningEngine, text_kind: str, n_tokens: int, source: list[tuple[str, str]]
 ) -> str:
     """Whole sections of text, as many as fit n_tokens: a document that ends where its text ends, so
     a model asked to return it whole has no cut sentence to stop short of."""
-    source = real_sections(cfg) if text_kind == "real" else wl.synthetic_sections(400, 120, seed)
-    document = ""
+    document, document_tokens = "", 0
     for _title, text in source:
         longer = f"{document}\n\n{text}" if document else text
-        if len(engine.tokenize(longer)) > n_tokens:
-            if document and len(engine.tokenize(document)) >= n_tokens // 2:
+        longer_tokens = len(engine.tokenize(longer))
+        if longer_tokens > n_tokens:
+            if document and document_tokens >= n_tokens // 2:
                 return document
             continue  # this section would overflow a short document: try the next one
-        document = longer
+        document, document_tokens = longer, longer_tokens
     raise WhichshotError(f"no {text_kind} document of whole sections fills document_tokens={n_tokens}")
 
 
-def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
+def _workload_dict(
+    engine: RunningEngine, name: str, kind: str, cfg: dict[str, Any], real: Callable[[], list]
+) -> dict[str, Any]:
     seed = cfg["seed"]
     source = {**(real_source(cfg) if kind == "real" else {"corpus": "synthetic_filler"}),
               "document_tokens": cfg["document_tokens"]}  # fmt: skip
     if name == "needle":
         needle = wl.make_passphrase(seed)
-        document = _document(engine, kind, cfg["document_tokens"], needle, seed, cfg)
+        document = _document(engine, kind, cfg["document_tokens"], needle, _sections(kind, real, seed))
         try:
             return wl.needle_question(document, needle, seed, kind, source)
         except ValueError as exc:
@@ -105,11 +105,16 @@ def _workload_dict(engine: RunningEngine, name: str, kind: str, cfg: dict[str, A
                 f"needle ({kind}) with document_tokens={cfg['document_tokens']}: {exc}"
             ) from None
     if name == "verbatim_recall":
-        document = _recall_document(engine, kind, cfg["document_tokens"], seed, cfg)
+        document = _recall_document(engine, kind, cfg["document_tokens"], _sections(kind, real, seed))
         return wl.verbatim_recall(document, seed, None, kind, source)
     if name == "edit_file":
         return _edit_file(engine, kind, cfg, seed)
     return wl.new_code(seed) if name == "new_code" else wl.explain(seed)
+
+
+def _sections(kind: str, real: Callable[[], list], seed: int) -> list[tuple[str, str]]:
+    """The (title, text) sections a document is made of: real text, or synthetic filler."""
+    return real() if kind == "real" else wl.synthetic_sections(400, 120, seed)
 
 
 def _edit_file(engine: RunningEngine, kind: str, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -157,20 +162,22 @@ def _longest_run(total: int, build, fits) -> dict[str, Any] | None:
 
 
 def _real_edit_source(cfg: dict[str, Any], seed: int):
-    """(source text, run -> workload) of the real edit: the user's file, else colorsys."""
+    """(source text, run -> workload) of the real edit: the user's file, else colorsys; read once."""
     spec = cfg.get("edit_source")
     if not spec:
-        return wl.module_text(EDIT_MODULE), lambda run: wl.edit_file(EDIT_MODULE, seed, run)
-    texts = load_user_texts(spec, "workloads.edit_source")
-    if len(texts.files) != 1:
-        raise WhichshotError(f"workloads.edit_source: {texts.path} must be one Python file, not a folder")
-    text = texts.files[0].text
-    try:
-        wl.function_count(text)
-    except ValueError as exc:
-        raise WhichshotError(f"workloads.edit_source: {texts.path}: {exc}") from None
-    source = {"kind": "user_file", "path": texts.path, "file_sha256": texts.sha256}
-    return text, lambda run: wl.edit_user_file(text, source, seed, run)
+        text, source = wl.module_source(EDIT_MODULE)
+        source["kind"] = "stdlib_module_functions"  # the edit takes a run of its functions
+    else:
+        texts = load_user_texts(spec, "workloads.edit_source")
+        if len(texts.files) != 1:
+            raise WhichshotError(f"workloads.edit_source: {texts.path} must be one Python file, not a folder")
+        text = texts.files[0].text
+        try:
+            wl.function_count(text)
+        except ValueError as exc:
+            raise WhichshotError(f"workloads.edit_source: {texts.path}: {exc}") from None
+        source = {"kind": "user_file", "path": texts.path, "file_sha256": texts.sha256}
+    return text, lambda run: wl.edit_source(text, source, seed, run)
 
 
 def build_workload_prompts(
@@ -178,8 +185,9 @@ def build_workload_prompts(
 ) -> dict[str, Any]:
     """Every configured (workload, text kind) as token ids plus the checks for its output."""
     prompts = {}
+    real = functools.cache(lambda: real_sections(cfg))  # the user's files are read once per call
     for name, kind in workload_keys(cfg["names"], cfg["text_kinds"]):
-        item = _workload_dict(engine, name, kind, cfg)
+        item = _workload_dict(engine, name, kind, cfg, real)
         if has_chat_template:
             text, style = engine.apply_chat_template(item["messages"]), "chat template"
             ids = engine.tokenize(text, parse_special=True)

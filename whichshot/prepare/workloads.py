@@ -161,7 +161,7 @@ def _edit_workload(source_text: str, seed: int, text_kind: str, source: dict[str
     new_name = f"{old_name}_{rng.choice(_RENAME_SUFFIXES)}"
     if new_name in source_text:
         raise ValueError(f"new name {new_name!r} already occurs in the file")
-    count = sum(isinstance(node, ast.FunctionDef) for node in ast.parse(source_text).body)
+    count = function_count(source_text)
     instruction = (
         f"Output this whole file again, all {count} functions in the same order, with one change: the "
         f"function `{old_name}` is renamed to `{new_name}` (its definition and every reference to it). "
@@ -179,17 +179,14 @@ def _edit_workload(source_text: str, seed: int, text_kind: str, source: dict[str
     return _workload("edit_file", text_kind, prompt, completion, checks, full_source, seed)
 
 
-def module_text(module_name: str) -> str:
-    """The source text of a pure-Python standard-library module."""
-    return _module_text(module_name)[0]
-
-
-def _module_text(module_name: str) -> tuple[str, str]:
-    """(source text, path) of a pure-Python standard-library module."""
+def module_source(module_name: str) -> tuple[str, dict[str, Any]]:
+    """(source text, what identifies it) of a pure-Python standard-library module."""
     spec = importlib.util.find_spec(module_name)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         raise ValueError(f"{module_name!r} is not a pure-Python standard-library module")
-    return Path(spec.origin).read_text(encoding="utf-8"), spec.origin
+    source = {"kind": "stdlib_module", "module": module_name, "path": spec.origin,
+              "python_version": platform.python_version()}  # fmt: skip
+    return Path(spec.origin).read_text(encoding="utf-8"), source
 
 
 def _functions(source_text: str) -> list[ast.FunctionDef]:
@@ -214,14 +211,9 @@ def functions_of(source_text: str, first: int, count: int) -> str:
     return "".join(lines[functions[first].lineno - 1 : functions[first + count - 1].end_lineno])
 
 
-def module_function_count(module_name: str) -> int:
-    """How many top-level functions the module defines."""
-    return function_count(_module_text(module_name)[0])
-
-
 def module_functions(module_name: str, first: int, count: int) -> str:
     """functions_of a standard-library module's source."""
-    return functions_of(_module_text(module_name)[0], first, count)
+    return functions_of(module_source(module_name)[0], first, count)
 
 
 def edit_file(
@@ -229,24 +221,20 @@ def edit_file(
 ) -> dict[str, Any]:
     """edit_file on the real source of a standard-library module: the whole module, or the
     (first, count) run of its top-level functions."""
-    text, path = _module_text(module_name)
-    source_text = text if functions is None else functions_of(text, *functions)
-    source = {
-        "kind": "stdlib_module" if functions is None else "stdlib_module_functions",
-        "module": module_name,
-        "functions": list(functions) if functions else None,
-        "path": path,
-        "python_version": platform.python_version(),
-    }
-    return _edit_workload(source_text, seed, "real", source)
+    text, source = module_source(module_name)
+    if functions is not None:
+        source["kind"] = "stdlib_module_functions"
+    return edit_source(text, source, seed, functions)
 
 
-def edit_user_file(
-    text: str, source: dict[str, Any], seed: int, functions: tuple[int, int]
+def edit_source(
+    text: str, source: dict[str, Any], seed: int, functions: tuple[int, int] | None = None
 ) -> dict[str, Any]:
-    """edit_file on the (first, count) run of top-level functions of the user's own Python file."""
-    run = {**source, "functions": list(functions)}
-    return _edit_workload(functions_of(text, *functions), seed, "real", run)
+    """edit_file on real Python source (a module's, or the user's own file): the whole text, or the
+    (first, count) run of its top-level functions."""
+    run = text if functions is None else functions_of(text, *functions)
+    described = {**source, "functions": list(functions) if functions else None}
+    return _edit_workload(run, seed, "real", described)
 
 
 def synthetic_module(n_functions: int, seed: int) -> str:

@@ -11,7 +11,9 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
 from whichshot.figures.cells import AXES
+from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
 
 # (metric, column header, unit shown in the header)
@@ -33,9 +35,8 @@ WORKLOAD_COLUMNS = (
     ("prompt_self_repetition", "input repeats itself", "%"),
     ("lossless_share", "lossless vs none", "shots"),
 )
-# A speed-up whose cells failed their task gate is set apart: its figure carries this caveat.
-TASK_NOT_DONE = "task_not_done"
-SPEEDUP = "speedup_vs_none"
+# A speed-up whose cells failed their task gate is set apart: its figure carries TASK_NOT_DONE.
+SPEEDUP = SPEEDUP_METRIC
 # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
 DETAIL_COLUMNS = (
     ("shots_ok", "ok", "shots"),

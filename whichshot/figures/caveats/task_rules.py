@@ -9,6 +9,8 @@ from whichshot.figures.cells import shots_in
 from whichshot.figures.constants import SELF_REPETITION_DOMINANT
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 
+TASK_NOT_DONE = "task_not_done"
+
 
 def task_not_done(catalog: Catalog) -> Finding | None:
     """Cells with an ok shot whose task gate failed: every figure of the cell, and every speed-up
@@ -20,7 +22,7 @@ def task_not_done(catalog: Catalog) -> Finding | None:
     cells = shots[failed].groupby(["workload", "text_kind"])
     listed = "; ".join(f"{workload}/{kind} {len(rows)} shot(s)" for (workload, kind), rows in list(cells)[:6])
     return Finding(
-        "task_not_done",
+        TASK_NOT_DONE,
         f"The model did not do the task in {int(failed.sum())} shot(s) ({listed}; each workload's gate is "
         "its task_gate): the speed of these cells is not the task's speed, and a speed-up against them is "
         "not the task's speed-up.",
