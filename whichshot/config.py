@@ -82,6 +82,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_section_models(config)
     _check_prompts_fit_context(config)
     check_output_budget(config["workloads"])
+    _check_traces(config)
     return config
 
 
@@ -152,6 +153,21 @@ def _check_section_models(config: dict[str, Any]) -> None:
                 raise WhichshotError(
                     f"invalid config: {section}.models: {name!r} is not a measured model in models"
                 )
+
+
+def _check_traces(config: dict[str, Any]) -> None:
+    """Each trace's models are measured models; its file is read, pinned and parsed now, so a bad
+    trace stops the run before anything is measured."""
+    from whichshot.prepare.traces import load_traces
+
+    models = config["models"]
+    for name, spec in config["traces"].items():
+        for model in spec["models"]:
+            if model not in models or not models[model]["measure"]:
+                raise WhichshotError(
+                    f"invalid config: traces.{name}.models: {model!r} is not a measured model in models"
+                )
+    load_traces(config)
 
 
 def _check_draft_models(config: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ import yaml
 from whichshot.archive.environment import redact_config
 from whichshot.archive.run_crate import write_run_crate
 from whichshot.archive.run_environment import capture_environment
+from whichshot.archive.user_inputs import archive_inputs
 
 MANIFEST = "manifest-sha256.txt"
 # The workflow source, relative to the repository root.
@@ -37,6 +38,7 @@ def build_archive(
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / run_id
         data = _copy_all(results, workdir, root)
+        archive_inputs(root, config, [root / p for p in data if p.parts[:2] == ("results", "prompts")])
         source = _copy_all(source_files(source_root), source_root, root)
         _write(root / "config" / "config.yaml", yaml.safe_dump(redact_config(config), sort_keys=False))
         environment = {**capture_environment(), "workflow_source": git_identity(source_root)}

@@ -117,6 +117,39 @@ def paired_share_equal(rows, columns, params, inputs=()) -> float | None:
     return float((pairs[value] == pairs[f"{value}_ref"]).mean()) if len(pairs) else None
 
 
+def count_requests(rows, columns, params, inputs=()) -> float | None:
+    """Distinct requests among the cited shots with the given status."""
+    request, status = columns
+    return float(rows.loc[rows[status] == params["status"], request].nunique())
+
+
+def _groups(values: Sequence[float | None], size: int) -> list[tuple]:
+    return [tuple(values[i : i + size]) for i in range(0, len(values), size)]
+
+
+def output_weighted_mean(values, params) -> float | None:
+    """(out, x) pairs -> sum(out x) / sum(out)."""
+    pairs = _groups(values, 2)
+    total = sum(out for out, _ in pairs)
+    return sum(out * x for out, x in pairs) / total if total else None
+
+
+def _decode_seconds(values) -> tuple[float, float]:
+    """(out, v0, v1) triples -> (sum out / v0, sum out / v1): the mix's decode time without and with."""
+    triples = _groups(values, 3)
+    return sum(out / v0 for out, v0, _ in triples), sum(out / v1 for out, _, v1 in triples)
+
+
+def output_weighted_speedup(values, params) -> float | None:
+    without, with_drafts = _decode_seconds(values)
+    return without / with_drafts if with_drafts else None
+
+
+def output_weighted_time_saved(values, params) -> float | None:
+    without, with_drafts = _decode_seconds(values)
+    return without - with_drafts
+
+
 def ratio(values: Sequence[float | None], params) -> float | None:
     top, bottom = values
     return None if top is None or not bottom else top / bottom
@@ -177,6 +210,10 @@ AGGREGATIONS = {
         Aggregation("count_outliers", "shots", count_outliers),
         Aggregation("count_clock_drops", "shots", count_clock_drops),
         Aggregation("paired_share_equal", "shots", paired_share_equal),
+        Aggregation("count_requests", "shots", count_requests),
+        Aggregation("output_weighted_mean", "figures", output_weighted_mean),
+        Aggregation("output_weighted_speedup", "figures", output_weighted_speedup),
+        Aggregation("output_weighted_time_saved", "figures", output_weighted_time_saved),
         Aggregation("ratio", "figures", ratio),
         Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
         Aggregation("relative_gap", "figures", relative_gap),

@@ -8,7 +8,7 @@ from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, series_of
 from whichshot.figures.statistic import Selection, ShotIndexRule, longest_run
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
 # Columns summarised per cell wherever the run measured them (any shot of the engine has a value).
 CELL_COLUMNS = (
@@ -27,6 +27,8 @@ CELL_COLUMNS = (
 # have a draft length.
 WORKLOAD_COLUMNS = ("copy_fraction", "self_repetition", "prompt_self_repetition", "recall_similarity")
 DRAFTED_COLUMNS = ("engine_draft_mean_len",)
+# A trace's mix weighs each request by its output tokens (natural length differs per request).
+TRACE_COLUMNS = ("output_tokens",)
 # The curve by shot index, for warm cells: the speeds and one clock (the GPU's where it was read).
 BY_INDEX_COLUMNS = ("prefill_tok_s", "decode_tok_s")
 CLOCK_COLUMNS = ("sm_clock_median_mhz", "cpu_freq_median_mhz")
@@ -42,8 +44,11 @@ def cell_figures(catalog: Catalog) -> list[figure.Figure]:
     figures = [_shots_ok({}, shots)]  # the whole run's
     for cell, rows in group_cells(shots):
         figures.append(_shots_ok(cell, rows))
+        if (rows["status"] == "skipped").all():
+            continue  # a trace request that did not fit its context: nothing ran, nothing to summarise
         columns = CELL_COLUMNS + (WORKLOAD_COLUMNS if cell["workload"] != BASE_WORKLOAD else ())
         columns += DRAFTED_COLUMNS if cell["spec_mode"] != NO_DRAFT else ()
+        columns += TRACE_COLUMNS if cell["workload"] == TRACE_WORKLOAD else ()
         for column in columns:
             if _measured_here(shots, cell, column):
                 figures.append(_statistic(catalog, cell, rows, column))
@@ -75,7 +80,8 @@ def _statistic(catalog: Catalog, cell: Cell, rows: pd.DataFrame, column: str) ->
 def _shots_ok(cell: Cell, rows: pd.DataFrame) -> figure.Figure:
     """How many of the cell's shots (or the run's, for cell {}) are ok; it cites every one of them."""
     where = f"{cell['protocol']}: every shot of the cell" if cell else "every shot of the run"
-    selection = Selection(rows, rows, f"{where}, ok or failed", "")
+    statuses = "ok, failed or skipped" if (rows["status"] == "skipped").any() else "ok or failed"
+    selection = Selection(rows, rows, f"{where}, {statuses}", "")
     failed = rows[rows["status"] != "ok"]
     note = "; ".join(f"{r['shot_id']}: {r['error']}" for r in failed.head(5).to_dict("records"))
     return figure.from_shots(

@@ -19,6 +19,7 @@ from whichshot.figures.crosscheck_figures import bench_figures, client_engine_fi
 from whichshot.figures.engine_figures import engine_figures
 from whichshot.figures.figure import Figure
 from whichshot.figures.outlier_figures import outlier_figures
+from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
 from whichshot.measure.aggregate import read_shots, upgrade_shots
 from whichshot.tables import record_schema, write_table
@@ -32,6 +33,7 @@ FAMILIES = (
     clock_drop_figures,
     outlier_figures,
     workload_figures,
+    trace_figures,
     engine_figures,
 )
 

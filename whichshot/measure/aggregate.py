@@ -39,7 +39,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     """A shots table of any version with the current schema's columns. Columns a version lacked
     are derived from what it recorded where they can be (version 1 -> 2: prompt_tokens_requested,
     gpu_energy_power_w, gpu_power_reliable against the counter; 2 -> 3: repetition, loops and the
-    gates the output alone decides), else null (not measured)."""
+    gates the output alone decides; 3 -> 4: output_length from the workload, no trace), else null
+    (not measured)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -51,6 +52,10 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     before_gates = version < 3
     if before_gates.any():
         shots.loc[before_gates] = _from_version_2(shots.loc[before_gates])
+    before_traces = version < 4
+    continued = shots["workload"] == BASE_WORKLOAD
+    shots.loc[before_traces & continued, "output_length"] = "fixed"
+    shots.loc[before_traces & ~continued, "output_length"] = "natural"
     return shots
 
 

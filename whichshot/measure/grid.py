@@ -13,9 +13,11 @@ from whichshot.spec_modes import applies
 # The grid's axes: each is a typed column of every shot (marked x-axis in shots.schema.yaml), and a
 # cell is the group of shots that share all of them. A series (one job, one repeat) is part of a cell.
 AXES = ("engine", "model", "workload", "text_kind", "prompt_tokens_requested", "protocol", "rest_s",
-        "precondition_s", "context_tokens_requested", "order", "spec_mode", "engine_warmup")  # fmt: skip
+        "precondition_s", "context_tokens_requested", "order", "spec_mode", "engine_warmup", "trace",
+        "request_id")  # fmt: skip
 DEFAULT_WARMUP = "engine_default"
 BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
+TRACE_WORKLOAD = "trace"  # a request of the user's own trace
 NO_DRAFT = "none"  # the speculative mode that drafts nothing
 
 # Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
@@ -42,11 +44,13 @@ class Job:
     text_kind: str = "real"
     spec_mode: str = NO_DRAFT
     engine_warmup: str = DEFAULT_WARMUP
+    trace: str | None = None  # the trace and request of a trace job (None elsewhere)
+    request_id: str | None = None
 
     @property
     def prompt_key(self) -> str:
-        """Key of this job's prompt in the prompts file."""
-        return f"{self.workload}-{self.text_kind}"
+        """Key of this job's prompt in the prompts file (a trace request's: under its trace)."""
+        return self.request_id if self.trace else f"{self.workload}-{self.text_kind}"
 
     @property
     def series_label(self) -> str:
@@ -156,6 +160,41 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     return jobs
 
 
+def trace_models(config: dict[str, Any], name: str) -> list[str]:
+    """Models that run trace `name`."""
+    return config["traces"][name]["models"] or measured_models(config)
+
+
+def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
+    """engines x models x trace requests x speculative modes x {cold; warm} x repeats: each request
+    is a cell of its own, run as the workloads are (their series lengths, one rest)."""
+    from whichshot.prepare.traces import load_traces
+
+    protocol = {**config["protocol"], **_workload_protocol(config["workloads"])}
+    shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
+    modes = config["spec_modes"]
+    jobs = []
+    for name, trace in load_traces(config).items():
+        context = config["traces"][name]["context_tokens"]
+        axes = itertools.product(config["engines"], trace_models(config, name), trace.requests, modes, shapes,
+                                 protocol["engine_warmup"], range(1, protocol["repeats"] + 1))  # fmt: skip
+        for engine, model, request, mode, (kind, rest_s, pre_s, n), warmup, repeat in axes:
+            if not applies(modes[mode], config["engines"][engine]["kind"]):
+                continue
+            shape = "cold" if kind == "cold" else f"warm-rest{_label(rest_s)}s"
+            rid = request.request_id
+            cell = f"{engine}.{model}.trace-{name}-{rid}.{shape}.ctx{context}.{mode}{_warmup_part(warmup)}"
+            job_id = f"{cell}.rep{repeat}"
+            jobs.append(Job(job_id, engine, model, None, kind, rest_s, context, "same", pre_s, repeat, n,
+                            TRACE_WORKLOAD, request.text_kind, mode, warmup, name, rid))  # fmt: skip
+    return jobs
+
+
+def all_jobs(config: dict[str, Any]) -> list[Job]:
+    """Every series of the run: the protocol grid, the workloads and the traces."""
+    return expand_jobs(config) + expand_workload_jobs(config) + expand_trace_jobs(config)
+
+
 def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
     """Workload series lengths where the config sets them apart from the protocol grid's."""
     keys = ("cold_processes", "warm_shots")
@@ -164,7 +203,7 @@ def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:
     """Look a job up by its id (raises KeyError for an id the config does not produce)."""
-    for job in expand_jobs(config) + expand_workload_jobs(config):
+    for job in all_jobs(config):
         if job.job_id == job_id:
             return job
     raise KeyError(job_id)

@@ -15,7 +15,7 @@ from whichshot.atomic import JsonlJournal
 from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
-from whichshot.measure.grid import BASE_WORKLOAD, Job
+from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD, Job
 from whichshot.measure.host_load import HostLoad
 from whichshot.measure.quality_fields import quality_fields
 from whichshot.measure.records import (
@@ -72,6 +72,15 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
     records = journal.read_existing()
     with _writable(journal):
         journal.rewrite(records)
+    skipped = prompt_of(ctx, "A").get("skipped")
+    if skipped and not records:
+        records = [_skipped_record(ctx, skipped)]  # a request that does not fit: no process started
+        with _writable(journal):
+            journal.append(records[0])
+    if skipped:
+        with _writable(journal):
+            journal.promote()
+        return records
     finished = {r["series_position"] for r in records}
     process_seq = 1 + max((r["process_seq"] for r in records), default=0)
     state: _ProcessState | None = None
@@ -131,12 +140,32 @@ def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
 
 def _corpus_sha256(ctx: JobContext, job) -> str | None:
     """The pin of the text the prompt came from: the protocol grid's corpus, a workload's user
-    files (None for a workload on built-in text or no document)."""
+    files, a trace's file (None for a workload on built-in text or no document)."""
     # A prompts file made by hand (or before the pin was recorded) may not say: then it is unknown.
     if job.workload == BASE_WORKLOAD:
         return ctx.prompts.get("corpus_sha256")
     source = prompt_of(ctx, "A").get("source", {})
-    return source.get("sha256") if source.get("corpus") == "user_files" else source.get("file_sha256")
+    pinned = source.get("corpus") in ("user_files", "trace")
+    return source.get("sha256") if pinned else source.get("file_sha256")
+
+
+def _corpus(ctx: JobContext, job: Job) -> str:
+    if job.workload == BASE_WORKLOAD:
+        return ctx.prompts["corpus"]
+    return f"trace:{job.trace}" if job.trace else job.prompt_key
+
+
+def output_length(ctx: JobContext) -> str:
+    """fixed: the shot decodes exactly its output budget, EOS ignored; natural: the model may stop."""
+    if ctx.job.workload == BASE_WORKLOAD:
+        return "fixed"
+    return prompt_of(ctx, "A").get("output_length", "natural")
+
+
+def _output_budget(ctx: JobContext) -> int:
+    if ctx.job.workload == BASE_WORKLOAD:
+        return ctx.output_tokens
+    return prompt_of(ctx, "A").get("max_output_tokens", ctx.workload_output_tokens)
 
 
 def _stop(state: _ProcessState | None) -> None:
@@ -148,16 +177,18 @@ def prompt_of(ctx: JobContext, variant: str) -> dict[str, Any]:
     """The prompt (token ids and what they hold) of one variant of this job."""
     if ctx.job.workload == BASE_WORKLOAD:
         return ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
+    if ctx.job.workload == TRACE_WORKLOAD:
+        return ctx.prompts["traces"][ctx.job.trace]["requests"][ctx.job.prompt_key]
     return ctx.prompts["workloads"][ctx.job.prompt_key]
 
 
 def _request(ctx: JobContext, variant: str) -> ShotRequest:
-    # continue_text decodes a fixed count (speed only); workloads stop where the model stops.
-    fixed_length = ctx.job.workload == BASE_WORKLOAD
+    # continue_text decodes a fixed count (speed only); workloads stop where the model stops; a
+    # trace does what its output_length says.
     return ShotRequest(
         prompt_token_ids=prompt_of(ctx, variant)["token_ids"],
-        max_output_tokens=ctx.output_tokens if fixed_length else ctx.workload_output_tokens,
-        ignore_eos=fixed_length,
+        max_output_tokens=_output_budget(ctx),
+        ignore_eos=output_length(ctx) == "fixed",
         timeout_s=ctx.shot_timeout_s,
     )
 
@@ -231,8 +262,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "model_weights": ctx.model.get("weights", "real"),
         "workload": job.workload,
         "text_kind": job.text_kind,
-        "corpus": ctx.prompts["corpus"] if job.workload == BASE_WORKLOAD else job.prompt_key,
-        "corpus_sha256": _corpus_sha256(ctx, job),
+        **_input_identity(ctx),
         "prompt_tokens": len(prompt_of(ctx, job.prompt_variant(position))["token_ids"]),
         "prompt_tokens_requested": job.prompt_tokens,
         "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
@@ -259,10 +289,68 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "context_tokens_engine": server.context_tokens,
         "prompt_cache_state": server.prompt_cache,
         **_startup_facts(server),
-        "output_tokens_requested": ctx.output_tokens,
+        "output_tokens_requested": _output_budget(ctx),
+        "output_length": output_length(ctx),
         "threads": ctx.settings.threads,
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
         **ctx.identity,
+    }
+
+
+def _input_identity(ctx: JobContext) -> dict[str, Any]:
+    """Which input the shot sent: its corpus (or trace) and the pin of the text it came from."""
+    job = ctx.job
+    return {
+        "corpus": _corpus(ctx, job),
+        "corpus_sha256": _corpus_sha256(ctx, job),
+        "trace": job.trace,
+        "request_id": job.request_id,
+    }
+
+
+def _skipped_record(ctx: JobContext, reason: str) -> dict[str, Any]:
+    """The one row of a series whose request does not fit its context: it says why, and counts."""
+    job = ctx.job
+    prompt = prompt_of(ctx, "A")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "job_id": job.job_id,
+        "shot_id": f"{job.job_id}/shot1",
+        "engine": job.engine,
+        "engine_kind": ctx.engine.kind,
+        "build_id": ctx.build["build_id"],
+        "model": job.model,
+        "model_sha256": ctx.model["sha256"],
+        "model_weights": ctx.model.get("weights", "real"),
+        "workload": job.workload,
+        "text_kind": job.text_kind,
+        **_input_identity(ctx),
+        "prompt_tokens": len(prompt["token_ids"]),
+        "prompt_tokens_requested": None,
+        "prompt_variant": "A",
+        "order": job.order,
+        "precondition_s": job.precondition_s,
+        "series_label": job.series_label,
+        "spec_mode": job.spec_mode,
+        "engine_warmup": job.engine_warmup,
+        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
+        "protocol": job.protocol,
+        "rest_s": job.rest_s,
+        "repeat": job.repeat,
+        "series_position": 1,
+        "series_length": job.series_length,
+        "process_id": "",
+        "shot_index": 0,
+        "context_tokens_requested": ctx.settings.context_tokens,
+        "output_tokens_requested": _output_budget(ctx),
+        "output_length": output_length(ctx),
+        "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        **ctx.identity,
+        **empty_result_fields(),
+        "status": "skipped",
+        "error": f"skipped: {reason}",
+        "engine_died": False,
     }
 
 

@@ -97,7 +97,8 @@ def run_series_with_telemetry(
 def tag_sample(job_id: str, sample: dict[str, Any], shots: list[dict[str, Any]]) -> dict:
     """The sample with the job, and the shot and process whose window holds it (else None)."""
     t_s = sample["t_mono_s"]
-    inside = next((s for s in shots if s["t_request_mono_s"] <= t_s <= s["t_end_mono_s"]), None)
+    timed = [s for s in shots if s.get("t_request_mono_s") is not None]  # a skipped request never ran
+    inside = next((s for s in timed if s["t_request_mono_s"] <= t_s <= s["t_end_mono_s"]), None)
     return {
         "job_id": job_id,
         "shot_id": inside["shot_id"] if inside else None,

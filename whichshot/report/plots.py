@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8})
 import pandas as pd  # noqa: E402
 
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT  # noqa: E402
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD  # noqa: E402
 from whichshot.report.tables import TASK_NOT_DONE, records_of  # noqa: E402
 
 # Okabe-Ito (colour-blind safe); greyscale safety comes from the markers, lines and hatches.
@@ -283,7 +283,20 @@ def _workload_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     if frame.empty:
         return frame
     rows = _per_cell(frame, metric)
-    return rows[rows["workload"].notna() & (rows["workload"] != BASE_WORKLOAD)]
+    return rows[_is_workload(rows)]
+
+
+def _is_workload(rows: pd.DataFrame) -> pd.Series:
+    """The built-in workloads' rows (a trace's requests have plots of their own)."""
+    return rows["workload"].notna() & ~rows["workload"].isin((BASE_WORKLOAD, TRACE_WORKLOAD))
+
+
+def _trace_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """A metric's per-request figures of every trace."""
+    if frame.empty:
+        return frame
+    rows = _per_cell(frame, metric)
+    return rows[(rows["workload"] == TRACE_WORKLOAD) & rows["request_id"].notna()]
 
 
 def workload_modes(figures: pd.DataFrame):
@@ -366,13 +379,22 @@ def copy_vs_speedup(figures: pd.DataFrame):
                     xytext=(4, 2),
                     textcoords="offset points",
                 )
+    _speedup_against_copy_axes(
+        axis,
+        "copy fraction of the drafted output (% of output tokens in ≥ k-token prompt spans)",
+        "Does copying predict the speed-up? (✗: the model did not do the task)",
+    )
+    return fig
+
+
+def _speedup_against_copy_axes(axis, xlabel: str, title: str) -> None:
+    """The axes of a speed-up (y) against copy fraction (x) scatter, with the no-speed-up line."""
     axis.axhline(1.0, color="#555555", linewidth=1, linestyle="--", label="no speed-up")
-    axis.set_xlabel("copy fraction of the drafted output (% of output tokens in ≥ k-token prompt spans)")
+    axis.set_xlabel(xlabel)
     axis.set_ylabel("speed-up over no drafting (×, decode tok/s ratio)")
-    axis.set_title("Does copying predict the speed-up? (✗: the model did not do the task)")
+    axis.set_title(title)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
-    return fig
 
 
 def acceptance_real_synthetic(figures: pd.DataFrame):
@@ -407,9 +429,7 @@ def acceptance_real_synthetic(figures: pd.DataFrame):
 def ngram_warm_series(figures: pd.DataFrame):
     frame = _frame(figures)
     points = frame[(frame["metric"] == "decode_tok_s") & frame["shot_index"].notna()] if len(frame) else frame
-    points = (
-        points[points["workload"].notna() & (points["workload"] != BASE_WORKLOAD)] if len(points) else points
-    )
+    points = points[_is_workload(points)] if len(points) else points
     if points.empty or points["shot_index"].max() < 2:
         return "no warm workload series in this run"
     panels = list(dict.fromkeys(zip(points["model"], points["workload"], points["text_kind"], strict=True)))
@@ -486,6 +506,63 @@ def client_vs_engine(figures: pd.DataFrame):
     return fig
 
 
+def _no_draft_copy(frame: pd.DataFrame) -> pd.DataFrame:
+    copies = _trace_figures(frame, "copy_fraction")
+    return copies[copies["spec_mode"] == NO_DRAFT] if len(copies) else copies
+
+
+def trace_copy_fraction(figures: pd.DataFrame):
+    copies = _no_draft_copy(_frame(figures))
+    if copies.empty:
+        return "no request trace in this run (traces is empty)"
+    panels = list(dict.fromkeys(zip(copies["model"], copies["trace"], copies["protocol"], strict=True)))
+    fig, axis = plt.subplots(figsize=(7.5, 4.2), constrained_layout=True)
+    bins = [i / 10 for i in range(11)]
+    for n, (model, trace, protocol) in enumerate(panels):
+        rows = copies[
+            (copies["model"] == model) & (copies["trace"] == trace) & (copies["protocol"] == protocol)
+        ]
+        axis.hist(rows["value"], bins=bins, histtype="step", linewidth=1.6, color=_COLOURS[n % len(_COLOURS)],
+                  linestyle=_LINES[n % len(_LINES)], label=f"{trace} · {model} · {protocol}")  # fmt: skip
+    axis.set_xlabel(
+        "copy fraction of a request's output (no drafting; share in ≥ 8-token spans of its prompt)"
+    )
+    axis.set_ylabel("requests")
+    axis.set_title("How much of each request's output copies its input?")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    return fig
+
+
+def trace_speedup_vs_copy(figures: pd.DataFrame):
+    frame = _frame(figures)
+    copies = _no_draft_copy(frame)
+    speedups = _trace_figures(frame, "speedup_vs_none")
+    if copies.empty or speedups.empty:
+        return "no request trace with a speculative mode and its no-draft baseline in this run"
+    request_keys = ["engine", "model", "trace", "request_id", "protocol"]
+    copy_of = copies.set_index(request_keys)["value"]
+    fig, axis = plt.subplots(figsize=(7.5, 5.0), constrained_layout=True)
+    for n, mode in enumerate(_modes_in_order(speedups["spec_mode"])):
+        for kind, filled in (("real", True), ("synthetic", False)):
+            rows = speedups[(speedups["spec_mode"] == mode) & (speedups["text_kind"] == kind)]
+            keys = list(rows[request_keys].itertuples(index=False, name=None))
+            present = [k in copy_of.index for k in keys]
+            rows, keys = rows[present], [k for k, here in zip(keys, present, strict=True) if here]
+            if not keys:
+                continue
+            colour = _COLOURS[n % len(_COLOURS)]
+            axis.scatter([copy_of[k] * 100 for k in keys], rows["value"], marker=_MARKERS[n % len(_MARKERS)],
+                         s=40, edgecolors=colour, facecolors=colour if filled else "none",
+                         label=f"{mode}, {kind} text")  # fmt: skip
+    _speedup_against_copy_axes(
+        axis,
+        "copy fraction of the request's output without drafting (%)",
+        "Each request of your trace: speed-up against how much it copies",
+    )
+    return fig
+
+
 PLOTS = (
     PlotSpec("tok_s_by_shot_index", "Speed by shot index, with the clock", tok_s_by_shot_index),
     PlotSpec("rest_effect", "Effect of the rest before each warm shot", rest_effect),
@@ -495,6 +572,10 @@ PLOTS = (
     PlotSpec("acceptance_real_synthetic", "Acceptance on real vs synthetic text", acceptance_real_synthetic),
     PlotSpec("ngram_warm_series", "Drafting state across a warm series", ngram_warm_series),
     PlotSpec("client_vs_engine", "Client vs engine timing", client_vs_engine),
+    PlotSpec("trace_copy_fraction", "Copy fraction over your trace's requests", trace_copy_fraction),
+    PlotSpec(
+        "trace_speedup_vs_copy", "Speed-up per request against its copy fraction", trace_speedup_vs_copy
+    ),
 )
 PLOT_NAMES = tuple(spec.name for spec in PLOTS)
 

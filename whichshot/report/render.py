@@ -23,6 +23,8 @@ from whichshot.report.tables import (
     DETAIL_COLUMNS,
     HEADLINE_COLUMNS,
     PER_ENGINE,
+    TRACE_MIX_COLUMNS,
+    TRACE_REQUEST_COLUMNS,
     VS_REFERENCE,
     WORKLOAD_COLUMNS,
     build_tables,
@@ -46,8 +48,11 @@ def render_report(
     runs: dict[str, list[dict[str, Any]]],
     plots: list[Plot],
     run_id: str,
+    privacy: dict[str, bool] | None = None,
 ) -> str:
-    """The report's HTML: every number comes from a figures row and carries its id and kind."""
+    """The report's HTML: every number comes from a figures row and carries its id and kind. Request
+    text and model output are shown only with privacy["show_text"]."""
+    privacy = {"show_text": False, "include_inputs": False, **(privacy or {})}
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
     return _ENV.get_template("index.html.j2").render(
@@ -61,6 +66,8 @@ def render_report(
             "per_engine": PER_ENGINE,
             "vs_reference": VS_REFERENCE,
             "checks": CHECKS,
+            "trace_mix": TRACE_MIX_COLUMNS,
+            "trace_requests": TRACE_REQUEST_COLUMNS,
         },
         check_summary=check_summary,
         kinds=KIND_WORDS,
@@ -72,9 +79,27 @@ def render_report(
             {**p.__dict__, "b64": base64.b64encode(p.png).decode("ascii") if p.png else None} for p in plots
         ],
         runs=runs,
-        samples=output_samples(shots),
+        samples=output_samples(shots) if privacy["show_text"] else [],
         sample_chars=SAMPLE_CHARS,
+        show_text=privacy["show_text"],
+        privacy=privacy_words(privacy),
     )
+
+
+def privacy_words(privacy: dict[str, bool]) -> str:
+    """What of the user's text this report and the run's archive hold, in one sentence."""
+    shown = (
+        "This report shows model output (report.show_text: true)"
+        if privacy["show_text"]
+        else "This report shows no request text and no model output (report.show_text: false)"
+    )
+    archived = (
+        "the archive holds your input files and the prompts cut from them (archive.include_inputs: true)"
+        if privacy["include_inputs"]
+        else "the archive names your input files by path and sha256 only, and its prompts files keep no "
+        "text or token ids of them (archive.include_inputs: false)"
+    )
+    return f"{shown}; {archived}. shots.parquet keeps each shot's output, which can repeat its input."
 
 
 def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
@@ -121,7 +146,9 @@ def load_runs(builds: list[Path], models: list[Path]) -> dict[str, list[dict[str
     }
 
 
-def write_report_from_files(paths: dict[str, Any], report_dir: Path, run_id: str) -> None:
+def write_report_from_files(
+    paths: dict[str, Any], report_dir: Path, run_id: str, privacy: dict[str, bool] | None = None
+) -> None:
     """The render step: figures, caveats, shots, build.json and model files -> index.html,
     summary.md and one PNG per plot in report_dir."""
     shots = pd.read_parquet(paths["shots"])
@@ -129,5 +156,6 @@ def write_report_from_files(paths: dict[str, Any], report_dir: Path, run_id: str
     caveats = pd.read_parquet(paths["caveats"])
     plots = draw_plots(figures, report_dir)
     runs = load_runs(paths["builds"], paths["models"])
-    write_text(render_report(figures, caveats, shots, runs, plots, run_id), report_dir / "index.html")
+    html = render_report(figures, caveats, shots, runs, plots, run_id, privacy)
+    write_text(html, report_dir / "index.html")
     write_text(render_summary(figures, caveats, run_id), report_dir / "summary.md")

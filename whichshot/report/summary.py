@@ -14,6 +14,7 @@ from whichshot.report.tables import (
     HEADLINE_COLUMNS,
     PER_ENGINE,
     SPEEDUP,
+    TRACE_MIX_COLUMNS,
     VS_REFERENCE,
     WORKLOAD_COLUMNS,
     EngineTable,
@@ -92,6 +93,18 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     return _table(header, body)
 
 
+def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
+    header = ["engine", "model", "trace", "protocol", "text", "speculative mode"]
+    header += [md(f"{title} ({unit})") for _metric, title, unit in TRACE_MIX_COLUMNS]
+    body = [
+        [md(r[a]) for a in ("engine", "model", "trace", "protocol")]
+        + [md(r["text_kind"] or "all"), md(r["spec_mode"] or "—")]
+        + [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in TRACE_MIX_COLUMNS]
+        for r in rows
+    ]
+    return _table(header, body)
+
+
 def engine_side_by_side(table: EngineTable, numbers: dict[str, int]) -> list[str]:
     header = ["model", "workload", "text", "protocol", "speculative mode"]
     header += [md(f"{title} ({unit}), {e}") for e in table.engines for _m, title, unit in PER_ENGINE]
@@ -152,6 +165,17 @@ def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str) ->
             "",
             f"— = does not apply. ✗ = a speed-up between cells where the model did not do the task (its "
             f"task check failed): not the task's speed-up. Checks: {md(checks)}.",
+            "",
+        ]
+    if tables.trace_mix:
+        lines += [
+            "## Your traces: the whole mix",
+            "",
+            *trace_mix_table(tables.trace_mix, numbers),
+            "",
+            "Mix speed-up = sum(out / decode tok/s without drafting) / sum(out / decode tok/s with the "
+            "mode) over the trace's requests, out = each request's no-draft output tokens; decode time "
+            "saved = the difference for one pass. Per-request figures are in the HTML report.",
             "",
         ]
     if tables.engines:

@@ -14,7 +14,7 @@ import pandas as pd
 from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
 from whichshot.figures.cells import AXES
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
 # (metric, column header, unit shown in the header)
 HEADLINE_COLUMNS = (
@@ -34,6 +34,24 @@ WORKLOAD_COLUMNS = (
     ("self_repetition", "self-repetition", "%"),
     ("prompt_self_repetition", "input repeats itself", "%"),
     ("lossless_share", "lossless vs none", "shots"),
+)
+# A trace: the whole mix per mode (and per text kind), then each request.
+TRACE_MIX_COLUMNS = (
+    ("mix_speedup", "mix speed-up", "×"),
+    ("mix_decode_s_saved", "decode time saved", "s per pass"),
+    ("mix_copy_fraction", "copy from input", "%"),
+    ("requests_measured", "requests run", "requests"),
+    ("requests_skipped", "skipped", "requests"),
+)
+TRACE_REQUEST_COLUMNS = (
+    ("output_tokens", "output", "tokens"),
+    ("decode_tok_s", "decode", "tok/s"),
+    ("speedup_vs_none", "speed-up over none", "×"),
+    ("acceptance_rate", "acceptance", "%"),
+    ("copy_fraction", "copy from input", "%"),
+    ("self_repetition", "self-repetition", "%"),
+    ("lossless_share", "lossless vs none", "shots"),
+    ("shots_ok", "ok", "shots"),
 )
 # A speed-up whose cells failed their task gate is set apart: its figure carries TASK_NOT_DONE.
 SPEEDUP = SPEEDUP_METRIC
@@ -137,6 +155,8 @@ class ReportTables:
     run: dict[str, Any] | None
     headline: list[dict[str, Any]]
     workloads: list[dict[str, Any]]
+    trace_mix: list[dict[str, Any]]
+    trace_requests: list[dict[str, Any]]
     engines: EngineTable | None
     telemetry: list[dict[str, Any]]
     series: SeriesTable
@@ -154,13 +174,18 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         shown.add(run["figure_id"])
     per_cell = [r for r in records if r["shot_index"] is None and r["protocol"] is not None]
     base = [r for r in per_cell if r["workload"] == BASE_WORKLOAD]
-    work = [r for r in per_cell if r["workload"] != BASE_WORKLOAD]
+    work = [r for r in per_cell if r["workload"] not in (BASE_WORKLOAD, TRACE_WORKLOAD)]
+    traced = [r for r in per_cell if r["workload"] == TRACE_WORKLOAD]
     headline = cell_rows(base, HEADLINE_COLUMNS, shown)
     # The workload table has a protocol column: its which-shot words need not repeat it.
     workloads = cell_rows(work, WORKLOAD_COLUMNS + tuple((m, n, "") for m, n, _ in CHECKS), shown,
                           with_protocol=False)  # fmt: skip
     _order_workload_rows(workloads)
     _set_apart_undone(workloads)
+    trace_mix = cell_rows([r for r in traced if r["request_id"] is None], TRACE_MIX_COLUMNS, shown)
+    trace_requests = cell_rows([r for r in traced if r["request_id"]], TRACE_REQUEST_COLUMNS, shown,
+                               with_protocol=False)  # fmt: skip
+    _order_workload_rows(trace_requests)
     engines = engine_table(per_cell, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
     telemetry = cell_rows(
@@ -206,9 +231,8 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         ),
     ]
     inferred = [r for r in records if r["kind"] == "inferred"]
-    return ReportTables(
-        run, headline, workloads, engines, telemetry, series, [s for s in sections if s.rows], inferred, shown
-    )
+    return ReportTables(run, headline, workloads, trace_mix, trace_requests, engines, telemetry, series,
+                        [s for s in sections if s.rows], inferred, shown)  # fmt: skip
 
 
 def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
@@ -228,7 +252,8 @@ def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
             row[key] = None if pd.isna(row.get(key)) else row[key]
         for key in ("prompt_tokens_requested", "context_tokens_requested", "shot_index"):
             row[key] = None if row[key] is None else int(row[key])
-        for key in ("workload", "text_kind", "spec_mode", "engine", "model", "protocol", "order"):
+        for key in ("workload", "text_kind", "spec_mode", "engine", "model", "protocol", "order", "trace",
+                    "request_id"):  # fmt: skip
             row[key] = None if pd.isna(row.get(key)) else row[key]
     return rows
 
@@ -271,7 +296,8 @@ def row_head(r: dict[str, Any]) -> dict[str, Any]:
 
 def series_words(r: dict[str, Any]) -> str:
     """The axes that shape a series, in words: context, order, warm-up before the first shot."""
-    words = [f"ctx {r['context_tokens_requested']}" if r["context_tokens_requested"] else ""]
+    words = [f"trace {r['trace']} {r['request_id'] or 'mix'}" if r.get("trace") else ""]
+    words.append(f"ctx {r['context_tokens_requested']}" if r["context_tokens_requested"] else "")
     if r["order"] and r["order"] != "same":
         words.append(f"order {r['order']}")
     if r["precondition_s"]:

@@ -10,9 +10,9 @@ from whichshot.config import check_config, check_config_file
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
 from whichshot.measure.grid import (
-    expand_jobs,
-    expand_workload_jobs,
+    all_jobs,
     measured_models,
+    trace_models,
     workload_models,
 )
 
@@ -26,7 +26,7 @@ except WhichshotError as error:
     raise WorkflowError(str(error)) from None
 validate(config, SCHEMA_FILE)
 
-JOBS = {job.job_id: job for job in expand_jobs(config) + expand_workload_jobs(config)}
+JOBS = {job.job_id: job for job in all_jobs(config)}
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
 JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")
@@ -57,6 +57,15 @@ def workload_settings(wildcards):
     """The workloads section for a model that runs them; None for one that does not (its prompts
     file then holds no workload prompts)."""
     return config["workloads"] if wildcards.model in workload_models(config) else None
+
+
+def trace_settings(wildcards):
+    """The traces this model runs (their config entries), by name."""
+    return {
+        name: spec
+        for name, spec in config["traces"].items()
+        if wildcards.model in trace_models(config, name)
+    }
 
 
 def job_inputs(wildcards):

@@ -18,6 +18,7 @@ rule build_prompts:
         engine=engine_spec,
         prompts=config["prompts"],
         workloads=workload_settings,
+        traces=trace_settings,
         code=PROMPT_CODE,
         server=config["server"],
     script:

@@ -72,11 +72,25 @@ rule render_report:
             caption="../../whichshot/report/captions/client_vs_engine.rst",
             category="Figures",
         ),
+        trace_copy_fraction=report(
+            "results/report/trace_copy_fraction.png",
+            caption="../../whichshot/report/captions/trace_copy_fraction.rst",
+            category="Figures",
+        ),
+        trace_speedup_vs_copy=report(
+            "results/report/trace_speedup_vs_copy.png",
+            caption="../../whichshot/report/captions/trace_speedup_vs_copy.rst",
+            category="Figures",
+        ),
     log:
         "logs/render_report/render_report.log",
     conda:
         ENV
     params:
         run_id=config["run_id"],
+        privacy={
+            "show_text": config["report"]["show_text"],
+            "include_inputs": config["archive"]["include_inputs"],
+        },
     script:
         "../scripts/render_report.py"

@@ -7,12 +7,14 @@ from whichshot.figures.caveats.finding import Finding, attach
 from whichshot.figures.caveats.run_rules import RUN_RULES
 from whichshot.figures.caveats.task_rules import TASK_RULES
 from whichshot.figures.caveats.telemetry_rules import TELEMETRY_RULES
+from whichshot.figures.caveats.trace_rules import TRACE_RULES
 
 
 def rules() -> tuple:
-    """Every caveat rule: the run's, telemetry's, comparisons', tasks', then each engine kind's own."""
+    """Every caveat rule: the run's, telemetry's, comparisons', tasks', traces', then each engine
+    kind's own."""
     engine_rules = tuple(rule for kind in engine_kinds() for rule in load_engine(kind).caveat_rules)
-    return (*RUN_RULES, *TELEMETRY_RULES, *COMPARISON_RULES, *TASK_RULES, *engine_rules)
+    return (*RUN_RULES, *TELEMETRY_RULES, *COMPARISON_RULES, *TASK_RULES, *TRACE_RULES, *engine_rules)
 
 
 __all__ = ["Finding", "attach", "rules"]

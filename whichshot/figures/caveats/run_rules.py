@@ -36,7 +36,7 @@ def one_repeat(catalog: Catalog) -> Finding | None:
 
 def failed_shots(catalog: Catalog) -> Finding | None:
     shots = catalog.shots
-    failed = shots[shots["status"] != "ok"]
+    failed = shots[shots["status"] == "failed"]  # a skipped request is its own caveat
     if failed.empty:
         return None
     errors = "; ".join(sorted(set(failed["error"].astype(str)))[:3])
@@ -44,14 +44,15 @@ def failed_shots(catalog: Catalog) -> Finding | None:
         "failed_shots",
         f"{len(failed)} shot(s) failed and are in no value; the figures of their cells rest on fewer shots "
         f"than planned (each cell's shots_ok says how many): {errors}",
-        whole_cells(shots, shots["status"] != "ok"),
+        whole_cells(shots, shots["status"] == "failed"),
     )
 
 
 def warm_series_broken(catalog: Catalog) -> Finding | None:
     """Warm series whose shots are not all consecutive ok shots of one process."""
     cut, empty, affected = [], [], set()
-    warm = catalog.shots[catalog.shots["protocol"] == "warm"]
+    shots = catalog.shots
+    warm = shots[(shots["protocol"] == "warm") & (shots["status"] != "skipped")]
     for job_id, series in series_of(warm):
         run = longest_run(series)
         if len(run) == len(series) and len(run) >= 2:
