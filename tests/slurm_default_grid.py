@@ -37,6 +37,7 @@ def run_default_grid(cluster: SlurmCluster, workdir: Path, log: Path) -> tuple[i
     """snakemake with the shipped default config through the local Slurm profile; (rc, seconds)."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "config" / "config.yaml", workdir / "config" / "config.yaml")
+    shutil.copytree(REPO / "claims", workdir / "claims", dirs_exist_ok=True)  # the config's claims files
     profile = local_profile(Path(tempfile.mkdtemp(prefix="whichshot-slurm-profile-")))
     argv = [
         sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),

@@ -186,3 +186,22 @@ def test_a_changed_trace_is_refused_before_any_measurement(trace_run):
     assert result.returncode != 0
     assert "traces.mine: sha256 of" in result.stderr and "refusing to use it" in result.stderr
     assert len(pd.read_parquet(trace_run["workdir"] / "results" / "shots.parquet")) == len(trace_run["shots"])
+
+
+def test_every_cell_stands_beside_its_ceiling_from_the_shipped_models_file(trace_run):
+    workdir, figures = trace_run["workdir"], trace_run["figures"]
+    traffic = json.loads((workdir / "results" / "models" / "smollm2_135m.traffic.json").read_text())
+    # SmolLM2-135M: 30 layers, 3 KV heads of 64 dims, K and V in f16: 30 x 3 x 128 x 2 bytes per token
+    assert traffic["kv_bytes_per_context_token"] == 30 * 3 * 128 * 2
+    model = json.loads((workdir / "results" / "models" / "smollm2_135m.json").read_text())
+    # Tied embeddings: every tensor is read per token, so the weights are nearly the whole file.
+    assert (
+        traffic["tied_embeddings"]
+        and 0.95 < traffic["weight_bytes_per_token"] / model["metadata"]["file_bytes"] < 1
+    )
+    ceilings = figures[figures["metric"] == "decode_ceiling_tok_s"]
+    assert len(ceilings) and (ceilings["kind"] == "inferred").all() and (ceilings["value"] > 0).all()
+    probe = figures[figures["metric"] == "cpu_copy_bandwidth_bytes_s"]
+    assert probe["kind"].tolist() == ["measured"]
+    shares = figures[figures["metric"] == "decode_share_of_ceiling"]
+    assert set(shares["cell_id"]) == set(ceilings["cell_id"])

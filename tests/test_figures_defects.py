@@ -92,6 +92,12 @@ def test_a_speed_up_over_other_output_lengths_says_so():
     assert "output_lengths_differ" not in only(figures, "decode_tok_s", spec_mode="none").caveat_ids
 
 
+def test_a_failed_drafted_shot_is_no_other_output_length():
+    same = [{"output_tokens": 128, "decode_tok_s": 100.0}] * 3
+    figures, caveats = run(series(workload("none"), same), series(workload("ngram"), [*same[:2], None]))
+    assert "output_lengths_differ" not in caveats and "failed_shots" in caveats
+
+
 def test_failed_shots_and_a_killed_engine_reach_the_figures_of_their_cell():
     shots = series(WARM, [{}, {}, None, {}, {}, {}], processes=[1, 1, 1, 2, 2, 2])
     figures, caveats = run(shots, series(COLD, [{}, {}]))

@@ -2,7 +2,9 @@
 
 A reviewer's tool: the measurements (shots.parquet, bench/*.json) stay as recorded; only the
 arithmetic on top of them is re-run.  Usage: python tools/rederive_reference.py RUN_DIR RUN_ID
-where RUN_DIR holds shots.parquet, engines/*/build.json, models/*.json and optionally bench/.
+where RUN_DIR holds shots.parquet, engines/*/build.json, models/*.json and optionally bench/,
+hardware/probe.json and models/*.traffic.json (then the ceilings too) and config.yaml naming claims
+files (then the claims' verdicts too).
 """
 
 import sys
@@ -10,10 +12,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import yaml  # noqa: E402
+
+from whichshot.claims.run import verdicts, write_verdicts  # noqa: E402
 from whichshot.figures.table import write_figures_from_files  # noqa: E402
 from whichshot.report.render import write_report_from_files  # noqa: E402
 
 WARM_FRACTION = 0.7
+REPO = Path(__file__).resolve().parent.parent
 
 
 def main(run_dir: Path, run_id: str) -> None:
@@ -22,12 +28,27 @@ def main(run_dir: Path, run_id: str) -> None:
         "figures": run_dir / "figures.parquet",
         "caveats": run_dir / "caveats.parquet",
         "builds": sorted(run_dir.glob("engines/*/build.json")),
-        "models": sorted(run_dir.glob("models/*.json")),
+        "models": sorted(p for p in run_dir.glob("models/*.json") if not p.name.endswith(".traffic.json")),
     }
     # bench/<job>.json: a series' llama-bench brackets; bench/<engine>/<model>.json: an older run's.
     bench = sorted([*run_dir.glob("bench/*.json"), *run_dir.glob("bench/*/*.json")])
-    write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"])
+    hardware = run_dir / "hardware" / "probe.json"
+    hardware = hardware if hardware.is_file() else None
+    traffic = sorted(run_dir.glob("models/*.traffic.json"))
+    write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"],
+                             hardware, traffic)  # fmt: skip
+    claims = _claims_files(run_dir)
+    if claims:
+        paths["claims"] = run_dir / "claims.parquet"
+        write_verdicts(verdicts(claims, paths["figures"], paths["shots"], hardware), paths["claims"])
     write_report_from_files(paths, run_dir / "report", run_id)
+
+
+def _claims_files(run_dir: Path) -> list[Path]:
+    """The claims files the run's config names (paths from the repository root)."""
+    config = run_dir / "config.yaml"
+    named = yaml.safe_load(config.read_text()).get("claims", []) if config.is_file() else []
+    return [REPO / path for path in named]
 
 
 if __name__ == "__main__":

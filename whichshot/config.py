@@ -83,6 +83,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_prompts_fit_context(config)
     check_output_budget(config["workloads"])
     _check_traces(config)
+    _check_claims(config)
     return config
 
 
@@ -153,6 +154,14 @@ def _check_section_models(config: dict[str, Any]) -> None:
                 raise WhichshotError(
                     f"invalid config: {section}.models: {name!r} is not a measured model in models"
                 )
+
+
+def _check_claims(config: dict[str, Any]) -> None:
+    """Every claims file is read and checked now: a bad one stops the run before anything is measured."""
+    from whichshot.claims.load import load_claims
+
+    for path in config["claims"]:
+        load_claims(Path(path))
 
 
 def _check_traces(config: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ class Aggregation:
     compute: Callable[..., float | None]
     picks_one_value: bool = False  # over one shot, the value is that shot's (the column's kind)
     rests_on_a_model: bool = False  # the value is a prediction of a model of the system: inferred
+    measured_by_us: bool = False  # a source we ran ourselves (the hardware probe): measured
 
 
 def _values(rows: pd.DataFrame, column: str) -> list[float]:
@@ -150,6 +151,33 @@ def output_weighted_time_saved(values, params) -> float | None:
     return without - with_drafts
 
 
+def probe_best(values, params) -> float | None:
+    """Our probe's work over its fastest repetition (a peak: the best the machine showed)."""
+    return params["work"] / min(params["samples_s"]) if params["samples_s"] else None
+
+
+def _medians(rows: pd.DataFrame, columns: Sequence[str]) -> list[float | None]:
+    return [median(rows, [column], {}) for column in columns]
+
+
+def decode_ceiling(rows, columns, params, inputs=()) -> float | None:
+    """bandwidth / (weight bytes + KV bytes per context token x (prompt + output / 2))."""
+    bandwidth, weight_bytes, kv_bytes = inputs
+    prompt, output = _medians(rows, columns)
+    if None in (bandwidth, weight_bytes, kv_bytes, prompt, output):
+        return None
+    return bandwidth / (weight_bytes + kv_bytes * (prompt + output / 2))
+
+
+def prefill_ceiling(rows, columns, params, inputs=()) -> float | None:
+    """compute / (2 x active parameters + attention FLOPs per context token x prompt / 2)."""
+    compute, parameters, attention = inputs
+    (prompt,) = _medians(rows, columns)
+    if None in (compute, parameters, attention, prompt):
+        return None
+    return compute / (2 * parameters + attention * prompt / 2)
+
+
 def ratio(values: Sequence[float | None], params) -> float | None:
     top, bottom = values
     return None if top is None or not bottom else top / bottom
@@ -214,6 +242,10 @@ AGGREGATIONS = {
         Aggregation("output_weighted_mean", "figures", output_weighted_mean),
         Aggregation("output_weighted_speedup", "figures", output_weighted_speedup),
         Aggregation("output_weighted_time_saved", "figures", output_weighted_time_saved),
+        Aggregation("probe_best", "source", probe_best, measured_by_us=True),
+        Aggregation("model_file_fact", "source", given),
+        Aggregation("decode_ceiling", "shots", decode_ceiling, rests_on_a_model=True),
+        Aggregation("prefill_ceiling", "shots", prefill_ceiling, rests_on_a_model=True),
         Aggregation("ratio", "figures", ratio),
         Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
         Aggregation("relative_gap", "figures", relative_gap),

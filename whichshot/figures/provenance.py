@@ -31,6 +31,8 @@ def kind_of(aggregation: str, columns: Sequence[str], n_shots: int, input_kinds:
     how = AGGREGATIONS[aggregation]
     if how.inputs == "constant":
         return "assumed"
+    if how.measured_by_us:
+        return "measured"
     if how.rests_on_a_model or {"inferred", "assumed"} & set(input_kinds):
         return "inferred"
     if how.inputs == "source":  # one value the tool printed, or arithmetic on several

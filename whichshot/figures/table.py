@@ -1,6 +1,6 @@
-"""Shots (+ llama-bench runs) -> figures.parquet and caveats.parquet: every figure family in order
-(later ones build on earlier figures), then every caveat rule, joined to figures by the shots they
-cite (caveats.finding.attach)."""
+"""Shots (+ llama-bench runs, the hardware probe, the models' per-token costs) -> figures.parquet and
+caveats.parquet: every figure family in order (later ones build on earlier figures), then every
+caveat rule, joined to figures by the shots they cite (caveats.finding.attach)."""
 
 import copy
 import json
@@ -11,6 +11,7 @@ import pandas as pd
 
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats import attach, rules
+from whichshot.figures.ceiling_figures import ceiling_figures
 from whichshot.figures.cell_figures import cell_figures
 from whichshot.figures.cells import AXES
 from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
@@ -32,6 +33,7 @@ FAMILIES = (
     clock_ratio_figures,
     clock_drop_figures,
     outlier_figures,
+    ceiling_figures,
     workload_figures,
     trace_figures,
     engine_figures,
@@ -39,12 +41,17 @@ FAMILIES = (
 
 
 def compute_figures(
-    shots: pd.DataFrame, bench_runs: list[dict[str, Any]], warm_fraction: float
+    shots: pd.DataFrame,
+    bench_runs: list[dict[str, Any]],
+    warm_fraction: float,
+    hardware: dict[str, Any] | None = None,
+    traffic: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[Figure], list[dict[str, Any]]]:
-    """Every figure of the report, and the caveat rows (each with the figures it touches)."""
+    """Every figure of the report, and the caveat rows (each with the figures it touches). Without
+    the hardware probe (an older run) there are no ceilings."""
     # The output itself is not a figure's input (its sha256 and checks are): leave the heavy columns out.
     light = upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"])
-    catalog = Catalog(light, warm_fraction, bench_runs)
+    catalog = Catalog(light, warm_fraction, bench_runs, hardware, traffic or {})
     catalog.add(constant_figures(warm_fraction))
     for family in FAMILIES:
         catalog.add(family(catalog))
@@ -73,9 +80,17 @@ def write_figure_tables(
 
 
 def write_figures_from_files(
-    shots_path: Path, bench_paths: list[Path], warm_fraction: float, figures_path: Path, caveats_path: Path
+    shots_path: Path,
+    bench_paths: list[Path],
+    warm_fraction: float,
+    figures_path: Path,
+    caveats_path: Path,
+    hardware_path: Path | None = None,
+    traffic_paths: list[Path] = (),
 ) -> None:
     """The compute_figures step, from the files the pipeline writes."""
     bench_runs = [json.loads(Path(p).read_text()) for p in bench_paths]
-    figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction)
+    hardware = json.loads(Path(hardware_path).read_text()) if hardware_path else None
+    traffic = {(t := json.loads(Path(p).read_text()))["model"]: t for p in traffic_paths}
+    figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction, hardware, traffic)
     write_figure_tables(figures, caveats, figures_path, caveats_path)

@@ -70,26 +70,26 @@ def gguf_metadata(path: Path) -> dict[str, Any]:
         reader = gguf.GGUFReader(str(path))
     except (ValueError, OSError) as exc:
         raise WhichshotError(f"{path} is not a readable GGUF file: {exc}") from None
-    arch = _field(reader, "general.architecture")
-    file_type = _field(reader, "general.file_type")
+    arch = gguf_field(reader, "general.architecture")
+    file_type = gguf_field(reader, "general.file_type")
     return {
         "architecture": arch,
-        "name": _field(reader, "general.name"),
-        "size_label": _field(reader, "general.size_label"),
+        "name": gguf_field(reader, "general.name"),
+        "size_label": gguf_field(reader, "general.size_label"),
         "parameters": int(sum(int(t.n_elements) for t in reader.tensors)),
         "file_type": _file_type_name(file_type),
-        "context_length": _field(reader, f"{arch}.context_length"),
-        "block_count": _field(reader, f"{arch}.block_count"),
+        "context_length": gguf_field(reader, f"{arch}.context_length"),
+        "block_count": gguf_field(reader, f"{arch}.block_count"),
         "vocab_size": _vocab_size(reader, arch),
-        "has_chat_template": _field(reader, "tokenizer.chat_template") is not None,
-        "bos_token_id": _field(reader, "tokenizer.ggml.bos_token_id"),
-        "add_bos_token": _field(reader, "tokenizer.ggml.add_bos_token"),
-        "license": _field(reader, "general.license"),
+        "has_chat_template": gguf_field(reader, "tokenizer.chat_template") is not None,
+        "bos_token_id": gguf_field(reader, "tokenizer.ggml.bos_token_id"),
+        "add_bos_token": gguf_field(reader, "tokenizer.ggml.add_bos_token"),
+        "license": gguf_field(reader, "general.license"),
         "file_bytes": path.stat().st_size,
     }
 
 
-def _field(reader: gguf.GGUFReader, key: str) -> Any:
+def gguf_field(reader: gguf.GGUFReader, key: str) -> Any:
     field = reader.fields.get(key)
     if field is None:
         return None
@@ -98,7 +98,7 @@ def _field(reader: gguf.GGUFReader, key: str) -> Any:
 
 
 def _vocab_size(reader: gguf.GGUFReader, arch: str) -> int | None:
-    size = _field(reader, f"{arch}.vocab_size")
+    size = gguf_field(reader, f"{arch}.vocab_size")
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     return size if size is not None else (len(tokens.data) if tokens else None)
 

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from whichshot.report.claims import claim_rows, counts_line
 from whichshot.report.format import (
     KIND_LETTERS,
     KIND_WORDS,
@@ -49,6 +50,7 @@ def render_report(
     plots: list[Plot],
     run_id: str,
     privacy: dict[str, bool] | None = None,
+    claims: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report's HTML: every number comes from a figures row and carries its id and kind. Request
     text and model output are shown only with privacy["show_text"]."""
@@ -82,6 +84,8 @@ def render_report(
         samples=output_samples(shots) if privacy["show_text"] else [],
         sample_chars=SAMPLE_CHARS,
         show_text=privacy["show_text"],
+        claims=claim_rows(claims or []),
+        claim_counts=counts_line(claims or []),
         privacy=privacy_words(privacy),
     )
 
@@ -156,6 +160,7 @@ def write_report_from_files(
     caveats = pd.read_parquet(paths["caveats"])
     plots = draw_plots(figures, report_dir)
     runs = load_runs(paths["builds"], paths["models"])
-    html = render_report(figures, caveats, shots, runs, plots, run_id, privacy)
+    claims = pd.read_parquet(paths["claims"]).to_dict("records") if paths.get("claims") else []
+    html = render_report(figures, caveats, shots, runs, plots, run_id, privacy, claims)
     write_text(html, report_dir / "index.html")
-    write_text(render_summary(figures, caveats, run_id), report_dir / "summary.md")
+    write_text(render_summary(figures, caveats, run_id, claims), report_dir / "summary.md")

@@ -134,8 +134,12 @@ def run_wide(figures: pd.DataFrame, caveats: pd.DataFrame) -> set[str]:
     return {c["caveat_id"] for c in caveats.to_dict("records") if citing and citing <= set(c["figure_ids"])}
 
 
-def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str) -> str:
-    """The Markdown summary of one run."""
+def render_summary(
+    figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str, claims: list[dict[str, Any]] | None = None
+) -> str:
+    """The Markdown summary of one run (the claims' verdicts first, when claims are configured)."""
+    from whichshot.report.claims import claims_markdown  # it uses md from here
+
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
     all_numbers = {c: n for n, c in enumerate(caveats["caveat_id"], start=1)}
@@ -154,6 +158,8 @@ def render_summary(figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str) ->
         + ". Every number is a row of results/figures.parquet.",
         "",
     ]
+    if claims:
+        lines += [claims_markdown(claims, "Claims: which shot is each published number?")]
     if tables.headline:
         lines += ["## Cold and warm", "", *headline_table(tables.headline, numbers), ""]
     if tables.workloads:

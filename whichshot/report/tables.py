@@ -91,6 +91,22 @@ VS_REFERENCE = (
     ("xengine_prefill_ratio", "prefill vs", "×"),
     ("xengine_same_output_share", "same output as", "% of shots"),
 )
+CEILING_METRICS = frozenset(
+    {
+        "cpu_copy_bandwidth_bytes_s",
+        "cpu_gemm_flop_s",
+        "gpu_peak_bandwidth_bytes_s",
+        "gpu_peak_flop_s",
+        "weight_bytes_per_token",
+        "kv_bytes_per_context_token",
+        "active_parameters_per_token",
+        "attention_flops_per_context_token",
+        "decode_ceiling_tok_s",
+        "decode_share_of_ceiling",
+        "prefill_ceiling_tok_s",
+        "prefill_share_of_ceiling",
+    }
+)
 # Aggregations that are a cell's statistic under its protocol's rule (the row's which-shot words).
 STATISTICS = ("median", "median_of_series_medians")
 SERIES_METRICS = ("prefill_tok_s", "decode_tok_s", "sm_clock_median_mhz", "cpu_freq_median_mhz")
@@ -215,6 +231,17 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         _section(
             records,
             shown,
+            "ceilings",
+            "Physical ceilings: how close to the wall?",
+            "Decode ceiling = peak bandwidth / bytes read per token (weights plus KV cache); prefill ceiling "
+            "= peak compute / FLOPs per prompt token. Inferred: they rest on that model of the machine. A "
+            "decode share above 1 needs more than one token per weight read (drafting). On a CPU the "
+            "compute peak is our float32 GEMM probe; quantised integer kernels can outrun it.",
+            lambda r: r["metric"] in CEILING_METRICS,
+        ),
+        _section(
+            records,
+            shown,
             "constants",
             "Constants our judgments rest on",
             "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
@@ -233,6 +260,22 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     inferred = [r for r in records if r["kind"] == "inferred"]
     return ReportTables(run, headline, workloads, trace_mix, trace_requests, engines, telemetry, series,
                         [s for s in sections if s.rows], inferred, shown)  # fmt: skip
+
+
+def named_metrics() -> frozenset[str]:
+    """Every metric a table of the report lays out by name, every cell statistic, every workload ratio
+    and share, and the constants: the metrics a claim can name."""
+    from whichshot.figures import cell_figures as cells
+    from whichshot.figures.constants import CONSTANTS
+    from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES
+
+    columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_ENGINE, VS_REFERENCE,
+               TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS, COUNT_RATIOS, SHARES)  # fmt: skip
+    named = {row[0] for table in columns for row in table} | {constant.metric for constant in CONSTANTS}
+    statistics = (*cells.CELL_COLUMNS, *cells.WORKLOAD_COLUMNS, *cells.DRAFTED_COLUMNS, *cells.TRACE_COLUMNS)
+    return frozenset(
+        named.union(SERIES_METRICS, CROSSCHECK_METRICS, CLOCK_METRICS, CEILING_METRICS, statistics)
+    )
 
 
 def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:

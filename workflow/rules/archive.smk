@@ -2,9 +2,12 @@ rule archive_run:
     input:
         rules.aggregate_shots.output,
         rules.compute_figures.output,
+        rules.check_claims.output,
         rules.render_report.output,
         [f"results/engines/{engine}/build.json" for engine in config["engines"]],
         [f"results/models/{model}.json" for model in config["models"]],
+        [f"results/models/{model}.traffic.json" for model in measured_models(config)],
+        "results/hardware/probe.json",
         expand(
             "results/prompts/{engine}/{model}.json",
             engine=config["engines"],

@@ -120,4 +120,8 @@ def figure_inputs(wildcards):
         ],
         "models": [f"results/models/{model}.json" for model in config["models"]],
         "bench": bench_outputs(),
+        "hardware": "results/hardware/probe.json",
+        "traffic": [
+            f"results/models/{model}.traffic.json" for model in measured_models(config)
+        ],
     }

@@ -1,3 +1,32 @@
+rule model_traffic:
+    input:
+        "results/models/{model}.json",
+    output:
+        "results/models/{model}.traffic.json",
+    log:
+        "logs/model_traffic/{model}.log",
+    wildcard_constraints:
+        model=MODEL_PATTERN,
+    conda:
+        ENV
+    script:
+        "../scripts/model_traffic.py"
+
+
+rule probe_hardware:
+    output:
+        "results/hardware/probe.json",
+    log:
+        "logs/probe_hardware/probe_hardware.log",
+    conda:
+        ENV
+    resources:
+        # It loads the memory and every core: never beside a measurement on the same machine.
+        measurement_slot=1,
+    script:
+        "../scripts/probe_hardware.py"
+
+
 rule fetch_model:
     input:
         unpack(synthetic_donor),

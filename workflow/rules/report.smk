@@ -14,8 +14,47 @@ rule compute_figures:
         "../scripts/compute_figures.py"
 
 
+rule check_claims:
+    input:
+        claims=config["claims"],
+        figures="results/figures.parquet",
+        shots="results/shots.parquet",
+        hardware="results/hardware/probe.json",
+    output:
+        "results/claims.parquet",
+    log:
+        "logs/check_claims/check_claims.log",
+    conda:
+        ENV
+    script:
+        "../scripts/check_claims.py"
+
+
+rule check_claims_against:
+    input:
+        claims=config["claims"],
+    output:
+        table="results/claims_check/claims.parquet",
+        markdown="results/claims_check/claims.md",
+        html="results/claims_check/claims.html",
+    log:
+        "logs/check_claims_against/check_claims_against.log",
+    conda:
+        ENV
+    params:
+        run=config.get("claims_against"),
+    script:
+        "../scripts/check_claims_against.py"
+
+
+rule claims_check:
+    input:
+        rules.check_claims_against.output,
+
+
 rule render_report:
     input:
+        claims="results/claims.parquet",
         figures="results/figures.parquet",
         caveats="results/caveats.parquet",
         shots="results/shots.parquet",

@@ -168,7 +168,8 @@ def output_lengths_differ(catalog: Catalog) -> Finding | None:
     }
     differs = pd.Series(
         [
-            r["spec_mode"] != NO_DRAFT
+            r["status"] == "ok"  # a failed shot has no length to compare
+            and r["spec_mode"] != NO_DRAFT
             and counterpart_key(r) in lengths
             and lengths[counterpart_key(r)] != r["output_tokens"]
             for r in shots.to_dict("records")

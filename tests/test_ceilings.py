@@ -1,0 +1,120 @@
+"""Physical ceilings (issue 18): a model's per-token costs from its GGUF against hand arithmetic
+(dense with a separate output head, tied embeddings, mixture of experts), the ceiling and share
+figures on a hand-made run, and the CPU probe's arithmetic."""
+
+import json
+
+import gguf
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.shot_tables import cell, series
+from whichshot.figures.table import compute_figures
+from whichshot.measure.hardware_probe import gpu_peaks, probe_cpu
+from whichshot.prepare.model_traffic import model_traffic
+
+LAYERS, EMBD, HEADS, KV_HEADS, VOCAB, FFN = 2, 16, 4, 2, 10, 8
+
+
+def _write(path, tied: bool = False, experts: tuple[int, int] | None = None):
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(LAYERS)
+    writer.add_embedding_length(EMBD)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_feed_forward_length(FFN)
+    if experts:
+        writer.add_expert_count(experts[0])
+        writer.add_expert_used_count(experts[1])
+    tensors = {"token_embd.weight": (VOCAB, EMBD)}
+    if not tied:
+        tensors["output.weight"] = (VOCAB, EMBD)
+    for layer in range(LAYERS):
+        tensors[f"blk.{layer}.attn_q.weight"] = (EMBD, EMBD)
+        tensors[f"blk.{layer}.attn_k.weight"] = (EMBD // 2, EMBD)
+        if experts:
+            tensors[f"blk.{layer}.ffn_up_exps.weight"] = (experts[0], FFN, EMBD)
+        else:
+            tensors[f"blk.{layer}.ffn_up.weight"] = (FFN, EMBD)
+    for name, shape in tensors.items():
+        writer.add_tensor(name, np.zeros(shape, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# Per layer: attn_q 16x16 + attn_k 8x16 = 384 parameters, + ffn_up 8x16 = 128 (dense).
+PER_LAYER_ATTENTION, PER_LAYER_FFN = 16 * 16 + 8 * 16, 8 * 16
+
+
+def test_a_dense_model_reads_every_weight_and_one_embedding_row(tmp_path):
+    traffic = model_traffic(_write(tmp_path / "dense.gguf"))
+    params = VOCAB * EMBD + EMBD + LAYERS * (PER_LAYER_ATTENTION + PER_LAYER_FFN)  # head + 1 row + layers
+    assert traffic["active_parameters_per_token"] == pytest.approx(params)
+    assert traffic["weight_bytes_per_token"] == pytest.approx(4 * params)  # f32
+    # K and V per context token: layers x kv heads x (head dim 4 + 4) x 2 bytes (f16 cache)
+    assert traffic["kv_bytes_per_context_token"] == LAYERS * KV_HEADS * (4 + 4) * 2
+    assert traffic["attention_flops_per_context_token"] == 2 * LAYERS * HEADS * (4 + 4)
+    assert traffic["tied_embeddings"] is False
+
+
+def test_tied_embeddings_are_read_whole_as_the_output_head(tmp_path):
+    traffic = model_traffic(_write(tmp_path / "tied.gguf", tied=True))
+    params = VOCAB * EMBD + LAYERS * (PER_LAYER_ATTENTION + PER_LAYER_FFN)
+    assert traffic["active_parameters_per_token"] == pytest.approx(params) and traffic["tied_embeddings"]
+
+
+def test_a_mixture_of_experts_reads_only_the_experts_a_token_uses(tmp_path):
+    traffic = model_traffic(_write(tmp_path / "moe.gguf", experts=(8, 2)))
+    experts = LAYERS * 8 * PER_LAYER_FFN * 2 / 8
+    params = VOCAB * EMBD + EMBD + LAYERS * PER_LAYER_ATTENTION + experts
+    assert traffic["active_parameters_per_token"] == pytest.approx(params)
+    assert (traffic["expert_count"], traffic["expert_used_count"]) == (8, 2)
+
+
+HARDWARE = {
+    "host": {"cpu_model": "Test CPU"},
+    "cpu": {"copy_bandwidth_bytes_s": 2e10, "copy_samples_s": [0.2, 0.1], "copy_method": "copy",
+            "gemm_flop_s": 4e11, "gemm_samples_s": [0.01, 0.02], "gemm_method": "gemm"},
+    "gpus": [],
+}  # fmt: skip
+TRAFFIC = {"m": {"model": "m", "sha256": "ab" * 32, "weight_bytes_per_token": 1e8,
+                 "kv_bytes_per_context_token": 1e4, "active_parameters_per_token": 1e8,
+                 "attention_flops_per_context_token": 1e5, "rules": "test"}}  # fmt: skip
+
+
+def test_every_cell_gets_inferred_ceilings_and_its_share_of_them():
+    shots = series(cell(protocol="cold"), [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 3)
+    figures, _ = compute_figures(pd.DataFrame(shots), [], 0.7, HARDWARE, TRAFFIC)
+    by_metric = {f.metric: f for f in figures if f.shot_index is None}
+    bandwidth = by_metric["cpu_copy_bandwidth_bytes_s"]
+    assert bandwidth.kind == "measured" and bandwidth.value == pytest.approx(2e10)
+    # 64-token prompts, 16 output tokens: mean context 64 + 8 = 72 tokens of KV cache.
+    ceiling = by_metric["decode_ceiling_tok_s"]
+    assert ceiling.value == pytest.approx(2e10 / (1e8 + 1e4 * 72)) and ceiling.kind == "inferred"
+    assert by_metric["decode_share_of_ceiling"].value == pytest.approx(50.0 / ceiling.value)
+    prefill = by_metric["prefill_ceiling_tok_s"]
+    assert prefill.value == pytest.approx(4e11 / (2 * 1e8 + 1e5 * 32))
+    assert by_metric["prefill_share_of_ceiling"].kind == "inferred"
+    assert set(ceiling.input_figure_ids) >= {bandwidth.figure_id, "m/weight_bytes_per_token"}
+
+
+def test_no_probe_no_ceiling():
+    shots = series(cell(protocol="cold"), [{}] * 2)
+    figures, _ = compute_figures(pd.DataFrame(shots), [], 0.7)
+    assert not [f for f in figures if "ceiling" in f.metric]
+
+
+def test_the_cpu_probe_reports_its_best_repetition_and_gpus_their_cited_peak():
+    probe = probe_cpu()
+    assert probe["copy_bandwidth_bytes_s"] == pytest.approx(
+        2 * 256 * 1024 * 1024 / min(probe["copy_samples_s"])
+    )
+    assert probe["gemm_flop_s"] == pytest.approx(2 * 1024**3 / min(probe["gemm_samples_s"]))
+    h200 = gpu_peaks("NVIDIA H200")
+    assert h200["bandwidth_bytes_s"] == 4.8e12 and "datasheet" in h200["source"]
+    assert gpu_peaks("Some Unknown GPU") is None
+    json.dumps(probe)  # it goes into probe.json as it is

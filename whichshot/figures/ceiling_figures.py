@@ -1,0 +1,172 @@
+"""The wall physics allows, beside every speed (seed 002: 936 GB/s / ~15 GB of weights ~ 60 tok/s,
+so a bare 47.3 tok/s sits at the bandwidth wall and 381 needs more tokens per weight read).
+
+Decode ceiling = peak bandwidth / bytes read per generated token (the weights one token touches,
+plus the KV cache at the cell's mean context). Prefill ceiling = peak compute / FLOPs per prompt
+token (2 x active parameters, plus attention over the mean context P/2). Peaks are this CPU's,
+measured by our probe, or the GPU's, from a cited table (assumed); the per-token costs come from
+the model's GGUF file. A ceiling rests on that model of the machine: it is inferred, and so is
+every share of it. A share above 1 means more than one token per weight read (drafting).
+"""
+
+from typing import Any
+
+from whichshot.figures import figure
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.cells import Cell, group_cells
+
+# (metric, probe key of the measured samples, the work each sample did: key or constant)
+_CPU_PEAKS = (
+    ("cpu_copy_bandwidth_bytes_s", "copy_samples_s", "copy_work", "B/s"),
+    ("cpu_gemm_flop_s", "gemm_samples_s", "gemm_work", "FLOP/s"),
+)
+_MODEL_FACTS = (
+    ("weight_bytes_per_token", "B"),
+    ("kv_bytes_per_context_token", "B"),
+    ("active_parameters_per_token", "parameters"),
+    ("attention_flops_per_context_token", "FLOP"),
+)
+PROBE_SOURCE = "hardware-probe:results/hardware/probe.json"
+# device -> (bandwidth peak, compute peak): a CPU cell runs against our probe, a GPU cell the table's
+_PEAKS = {
+    "cpu": ("cpu_copy_bandwidth_bytes_s", "cpu_gemm_flop_s"),
+    "gpu": ("gpu_peak_bandwidth_bytes_s", "gpu_peak_flop_s"),
+}
+
+
+def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
+    if not catalog.hardware:
+        return []
+    peaks = {f.metric: f for f in _cpu_peaks(catalog.hardware) + _gpu_peaks(catalog.hardware)}
+    facts = {
+        model: {f.metric: f for f in _model_facts(model, traffic)}
+        for model, traffic in catalog.traffic.items()
+    }
+    figures = [*peaks.values(), *(f for per_model in facts.values() for f in per_model.values())]
+    for cell, rows in group_cells(catalog.shots):
+        if cell["model"] in facts and (rows["status"] == "ok").any():
+            device = "gpu" if rows["telemetry_gpus"].notna().any() else "cpu"
+            figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], peaks, facts[cell["model"]])
+    return figures
+
+
+def _cpu_peaks(hardware: dict[str, Any]) -> list[figure.Figure]:
+    cpu = hardware["cpu"]
+    work = {"copy_work": cpu["copy_bandwidth_bytes_s"] * min(cpu["copy_samples_s"]),
+            "gemm_work": cpu["gemm_flop_s"] * min(cpu["gemm_samples_s"])}  # fmt: skip
+    return [
+        figure.from_source(
+            metric,
+            "probe_best",
+            {"samples_s": cpu[samples], "work": work[work_key]},
+            [PROBE_SOURCE],
+            unit,
+            cell={},
+            formula=f"work / fastest repetition: {cpu[samples.replace('samples_s', 'method')]}",
+            computed_by=ceiling_figures,
+            timed_by="whichshot hardware probe",
+            which_shot=f"our probe on {hardware['host'].get('cpu_model') or 'this CPU'}, before the shots",
+        )
+        for metric, samples, work_key, unit in _CPU_PEAKS
+    ]
+
+
+def _gpu_peaks(hardware: dict[str, Any]) -> list[figure.Figure]:
+    known = [gpu for gpu in hardware["gpus"] if gpu.get("peaks")]
+    if not known:
+        return []
+    gpu = known[0]
+    peaks = gpu["peaks"]
+    found = []
+    for metric, key, unit in (("gpu_peak_bandwidth_bytes_s", "bandwidth_bytes_s", "B/s"),
+                              ("gpu_peak_flop_s", "compute_flop_s", "FLOP/s")):  # fmt: skip
+        if peaks.get(key) is None:
+            continue
+        found.append(
+            figure.given(
+                metric,
+                float(peaks[key]),
+                unit,
+                "constant",
+                f"hardware-table:{peaks['name']}",
+                cell={},
+                formula=f"the vendor's peak: {peaks['source']}",
+                computed_by=ceiling_figures,
+                timed_by="vendor datasheet",
+                which_shot=f"{gpu['name']} ({gpu['uuid']}): not measured here",
+            )
+        )
+    return found
+
+
+def _model_facts(model: str, traffic: dict[str, Any]) -> list[figure.Figure]:
+    return [
+        figure.from_source(
+            metric,
+            "model_file_fact",
+            {"value": float(traffic[metric])},
+            [f"gguf:{traffic['sha256']}"],
+            unit,
+            cell={"model": model},
+            formula=f"from the GGUF's tensor sizes and shape: {traffic['rules']}",
+            computed_by=ceiling_figures,
+            timed_by="the model file",
+            which_shot="no shot: the model file",
+        )
+        for metric, unit in _MODEL_FACTS
+    ]
+
+
+def _cell_ceilings(
+    catalog: Catalog,
+    cell: Cell,
+    rows,
+    device_peaks: tuple[str, str],
+    peaks: dict[str, figure.Figure],
+    facts: dict[str, figure.Figure],
+) -> list[figure.Figure]:
+    bandwidth, compute = (peaks.get(metric) for metric in device_peaks)
+    selection = catalog.rule(cell["protocol"]).select(rows, "prompt_tokens")
+    found = []
+    decode_costs = [facts["weight_bytes_per_token"], facts["kv_bytes_per_context_token"]]
+    prefill_costs = [facts["active_parameters_per_token"], facts["attention_flops_per_context_token"]]
+    plans = (
+        ("decode", bandwidth, ["prompt_tokens", "output_tokens"], decode_costs, "decode_ceiling"),
+        ("prefill", compute, ["prompt_tokens"], prefill_costs, "prefill_ceiling"),
+    )
+    for phase, peak, columns, costs, aggregation in plans:
+        speed = catalog.find(cell, f"{phase}_tok_s")
+        if peak is None or speed is None or selection.rows.empty:
+            continue
+        ceiling = figure.from_shots(
+            f"{phase}_ceiling_tok_s",
+            cell,
+            selection,
+            aggregation,
+            columns,
+            unit="tok/s",
+            inputs=[peak, *costs],
+            formula=_CEILING_WORDS[phase].format(peak=peak.metric),
+            computed_by=ceiling_figures,
+        )
+        share = figure.from_figures(
+            f"{phase}_share_of_ceiling",
+            [speed, ceiling],
+            "ratio",
+            unit="ratio",
+            formula=f"the cell's {phase} tok/s / its {phase} ceiling (above 1: more than one token per "
+            "weight read)"
+            if phase == "decode"
+            else f"the cell's {phase} tok/s / its {phase} ceiling",
+            computed_by=ceiling_figures,
+        )
+        found += [ceiling, share]
+    return found
+
+
+_CEILING_WORDS = {
+    "decode": "{peak} / (weight bytes per token + KV bytes per context token x (median prompt tokens + "
+    "median output tokens / 2)) over the cell's rule's shots",
+    "prefill": "{peak} / (2 x active parameters per token + attention FLOPs per context token x median "
+    "prompt tokens / 2) over the cell's rule's shots",
+}

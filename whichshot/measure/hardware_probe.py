@@ -1,0 +1,80 @@
+"""Peak bandwidth and compute of the machine the shots ran on: measured where we can, from a cited
+table where we cannot.
+
+CPU (measured, by us): the best of several copies of a buffer far larger than the caches, counted
+as bytes read plus bytes written per second; and the best of several float32 matrix products
+(numpy's BLAS, every core), counted as 2 n^3 FLOPs per second. Neither is the quantised kernel an
+engine runs; both are what this machine's memory and cores deliver to a simple, well-tuned loop.
+GPU (assumed): the vendor's peak for the NVML device name, from schemas/hardware_peaks.yaml.
+"""
+
+import time
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+
+COPY_BYTES = 256 * 1024 * 1024
+COPY_REPEATS = 5
+GEMM_N = 1024
+GEMM_REPEATS = 5
+
+
+def probe_cpu() -> dict[str, Any]:
+    """This CPU's copy bandwidth and float32 GEMM throughput (the best repetition of each)."""
+    source = np.ones(COPY_BYTES // 8, dtype=np.float64)
+    target = np.empty_like(source)
+    copies = [_timed(lambda: np.copyto(target, source)) for _ in range(COPY_REPEATS)]
+    a = np.random.default_rng(0).standard_normal((GEMM_N, GEMM_N), dtype=np.float32)
+    products = [_timed(lambda: a @ a) for _ in range(GEMM_REPEATS)]
+    return {
+        "copy_bandwidth_bytes_s": 2 * COPY_BYTES / min(copies),
+        "copy_samples_s": copies,
+        "copy_method": f"numpy copyto of {COPY_BYTES} bytes, best of {COPY_REPEATS}: (read + write) / time",
+        "gemm_flop_s": 2 * GEMM_N**3 / min(products),
+        "gemm_samples_s": products,
+        "gemm_method": f"numpy float32 {GEMM_N}x{GEMM_N} matmul, best of {GEMM_REPEATS}: 2 n^3 / time",
+    }
+
+
+def _timed(work) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+@cache
+def peak_table() -> tuple[dict[str, Any], ...]:
+    text = resources.files("whichshot").joinpath("schemas", "hardware_peaks.yaml").read_text()
+    return tuple(yaml.safe_load(text))
+
+
+def gpu_peaks(device_name: str) -> dict[str, Any] | None:
+    """The table's entry for an NVML device name (None: not in the table, no ceiling)."""
+    return next((entry for entry in peak_table() if entry["match"] in device_name), None)
+
+
+def visible_gpus() -> list[dict[str, Any]]:
+    """uuid and name of every GPU NVML sees here (none without NVML)."""
+    import pynvml
+
+    from whichshot.telemetry.nvml import list_devices
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:  # no driver: no GPU to name
+        return []
+    try:
+        return [{"uuid": device.uuid, "name": device.name} for device in list_devices()]
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def probe_hardware() -> dict[str, Any]:
+    """What the ceilings need, for results/hardware/probe.json."""
+    from whichshot.host import host_identity
+
+    gpus = [{**gpu, "peaks": gpu_peaks(gpu["name"])} for gpu in visible_gpus()]
+    return {"host": host_identity(), "cpu": probe_cpu(), "gpus": gpus}

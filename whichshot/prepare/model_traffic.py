@@ -1,0 +1,82 @@
+"""What one token costs a model, from its GGUF file: the weight bytes read and parameters used per
+generated token, the KV-cache bytes read per token of context, and the attention FLOPs per token of
+context. These are the denominators of the physical ceilings (figures/ceiling_figures.py).
+
+Weights touched per token: every tensor of a dense model, except the token embedding when a
+separate output head exists (then one row of it is read); with tied embeddings the embedding is
+the output head and is read whole. Mixture-of-experts tensors (`*_exps`) count by the share of
+experts a token uses (expert_used_count / expert_count). The KV cache is taken as f16 (llama.cpp's
+default cache type; each shot records the engine's kv_cache_type) and every layer as attending to
+the whole context (a sliding-window layer reads less: the ceiling is then a lower bound).
+"""
+
+from pathlib import Path
+from typing import Any
+
+import gguf
+
+from whichshot.errors import WhichshotError
+from whichshot.prepare.models import gguf_field
+
+KV_BYTES_PER_ELEMENT = 2  # f16 K and V
+FLOPS_PER_MAC = 2
+
+
+def model_traffic(path: Path) -> dict[str, Any]:
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (ValueError, OSError) as exc:
+        raise WhichshotError(f"{path} is not a readable GGUF file: {exc}") from None
+    arch = gguf_field(reader, "general.architecture")
+    shape = _shape(reader, arch)
+    tensors = [(t.name, int(t.n_elements), int(t.n_bytes), [int(d) for d in t.shape]) for t in reader.tensors]
+    names = {name for name, *_ in tensors}
+    weight_bytes = active_params = 0.0
+    for name, elements, size, dims in tensors:
+        share = _share(name, dims, "output.weight" in names, shape)
+        weight_bytes += size * share
+        active_params += elements * share
+    head_dims = shape["key_length"] + shape["value_length"]
+    layers = shape["block_count"]
+    return {
+        "architecture": arch,
+        **shape,
+        "weight_bytes_per_token": weight_bytes,
+        "active_parameters_per_token": active_params,
+        "kv_bytes_per_context_token": layers * shape["head_count_kv"] * head_dims * KV_BYTES_PER_ELEMENT,
+        "attention_flops_per_context_token": FLOPS_PER_MAC * layers * shape["head_count"] * head_dims,
+        "tied_embeddings": "output.weight" not in names,
+        "rules": __doc__.split("\n\n", 1)[1].strip(),
+    }  # fmt: skip
+
+
+def _share(name: str, dims: list[int], has_output_head: bool, shape: dict[str, Any]) -> float:
+    """The share of a tensor one generated token reads."""
+    if name == "token_embd.weight" and has_output_head:
+        return 1 / dims[-1]  # one row of [n_embd, n_vocab]
+    if "_exps" in name and shape["expert_count"]:
+        return shape["expert_used_count"] / shape["expert_count"]
+    return 1.0
+
+
+def _shape(reader: gguf.GGUFReader, arch: str) -> dict[str, Any]:
+    def get(key: str, default: Any = None) -> Any:
+        value = gguf_field(reader, f"{arch}.{key}")
+        return default if value is None else value
+
+    heads = get("attention.head_count")
+    embd = get("embedding_length")
+    if heads is None or embd is None or get("block_count") is None:
+        raise WhichshotError(f"{arch}: the GGUF does not give head_count, embedding_length and block_count")
+    head_dim = embd // heads
+    return {
+        "block_count": get("block_count"),
+        "embedding_length": embd,
+        "head_count": heads,
+        "head_count_kv": get("attention.head_count_kv", heads),
+        "key_length": get("attention.key_length", head_dim),
+        "value_length": get("attention.value_length", head_dim),
+        "expert_count": get("expert_count", 0),
+        "expert_used_count": get("expert_used_count", 0),
+        "sliding_window": get("attention.sliding_window"),
+    }

@@ -1,0 +1,17 @@
+"""The machine's peaks for the physical ceilings: our CPU probe, and the GPUs' table entries."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
+
+from whichshot.atomic import write_json_atomic
+from whichshot.entry import run_script
+from whichshot.measure.hardware_probe import probe_hardware
+
+
+def main(smk):
+    write_json_atomic(Path(smk.output[0]), probe_hardware())
+
+
+run_script(snakemake, main)
