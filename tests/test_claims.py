@@ -133,3 +133,25 @@ def test_the_config_refuses_a_bad_claims_file_before_anything_runs(tmp_path):
     with pytest.raises(WhichshotError, match="claim c1 field unit"):
         check_config({**load_config("smoke"), "claims": [str(bad)]})
     assert check_config({**load_config("smoke"), "claims": [str(_file(tmp_path, _claim()))]})["claims"]
+
+
+def test_claims_can_grow_the_grid_by_the_cells_they_name(tmp_path):
+    from tests.pipeline import load_config
+    from whichshot.config import check_config
+    from whichshot.measure.grid import all_jobs
+
+    warm = {"protocol": "warm"}
+    rest = {"metric": "ratio", "unit": "x", "value": 1.08, "where": None,
+            "numerator": {"metric": "prefill_tok_s", "where": {**warm, "rest_s": 3}},
+            "denominator": {"metric": "prefill_tok_s", "where": {**warm, "rest_s": 0}}}  # fmt: skip
+    recall = {"id": "c2", "metric": "speedup_vs_none", "unit": "x", "where": {"workload": "verbatim_recall"}}
+    path = _file(
+        tmp_path, _claim(**rest), _claim(**recall), _claim(id="c3", checkable="no", where={"rest_s": 45})
+    )
+    config = {**load_config("smoke"), "claims": [str(path)],
+              "workloads": {"document_tokens": 384, "max_output_tokens": 480}}  # fmt: skip
+    assert check_config(config)["protocol"]["rests_s"] == [0]  # not asked: the grid stays
+    grown = check_config({**config, "claims_extend_grid": True})
+    assert grown["protocol"]["rests_s"] == [0, 3]  # 45 comes from an uncheckable claim: not added
+    assert grown["workloads"]["names"] == ["verbatim_recall"]
+    assert {job.rest_s for job in all_jobs(grown) if job.protocol == "warm"} == {0.0, 3.0}

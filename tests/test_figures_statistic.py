@@ -30,6 +30,17 @@ def test_warm_rule_keeps_the_last_70_percent_of_one_process():
     assert selection.problems == ()
 
 
+def test_a_shot_that_replayed_itself_is_still_followed_by_the_next():
+    # Every shot's last ids were recovered by a replay (extra_requests 1): the process served
+    # requests 1-2, 3-4, ...: shot indices 1, 3, 5, 7, 9 are one run, not five broken ones.
+    rows = table(series(WARM, speeds([10, 20, 30, 40, 50]), extra_requests=1))
+    rows["shot_index"] = [1, 3, 5, 7, 9]
+    selection = WarmRule(0.7).select(rows, "decode_tok_s")
+    assert selection.rows["series_position"].tolist() == [2, 3, 4, 5] and selection.problems == ()
+    gap = rows.assign(extra_requests=0)  # the same indices without a recorded replay are gaps
+    assert len(longest_run(gap)) == 1
+
+
 def test_a_failed_shot_ends_the_run_and_the_longest_run_is_used():
     # shot 2 failed; the process served it, so shot 3 does not follow shot 1 in the same run
     shots = table(series(WARM, speeds([10, None, 30, 40, 50, 60])))

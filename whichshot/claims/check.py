@@ -214,7 +214,8 @@ def _not_reproduced_words(claim: Claim, readings: list[Reading]) -> str:
     offs = sorted(r.off_by(claim.value) for r in readings)
     low, high = offs[0], offs[-1]
     if claim.value == 0:
-        spread = f"ours is {low:+.3g} to {high:+.3g} (claimed 0)"
+        ends = f"{low:+.3g}" if f"{low:+.3g}" == f"{high:+.3g}" else f"{low:+.3g} to {high:+.3g}"
+        spread = f"ours is {ends} (claimed 0)"
     elif high < 0:
         spread = f"ours is {_span(abs(high), abs(low))} lower"
     elif low > 0:

@@ -131,18 +131,23 @@ def protocol_rule(protocol: str, warm_fraction: float) -> ColdRule | WarmRule:
 
 def longest_run(series: pd.DataFrame) -> pd.DataFrame:
     """The longest run of ok shots served one after another by one process (earliest on a tie).
-    A failed shot, a new process (engine death, resume) or a gap in shot index ends a run."""
+    A failed shot, a new process (engine death, resume) or a gap in shot index ends a run; the
+    replay a shot made of itself (extra_requests: its ids recovered by asking again) is part of
+    that shot, not a gap."""
     best: list[int] = []
     current: list[int] = []
     previous: tuple | None = None
-    columns = zip(series["status"], series["process_id"], series["shot_index"], strict=True)
-    for position, (status, process, index) in enumerate(columns):
+    extras = (
+        series["extra_requests"].fillna(0).astype(int) if "extra_requests" in series else [0] * len(series)
+    )
+    columns = zip(series["status"], series["process_id"], series["shot_index"], extras, strict=True)
+    for position, (status, process, index, extra) in enumerate(columns):
         if status != "ok":
             current, previous = [], None
             continue
         follows = previous is not None and process == previous[0] and index == previous[1] + 1
         current = [*current, position] if follows else [position]
-        previous = (process, index)
+        previous = (process, index + extra)
         if len(current) > len(best):
             best = current
     return series.iloc[best]

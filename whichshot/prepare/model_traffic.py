@@ -16,17 +16,14 @@ from typing import Any
 import gguf
 
 from whichshot.errors import WhichshotError
-from whichshot.prepare.models import gguf_field
+from whichshot.prepare.models import gguf_field, open_gguf
 
 KV_BYTES_PER_ELEMENT = 2  # f16 K and V
 FLOPS_PER_MAC = 2
 
 
 def model_traffic(path: Path) -> dict[str, Any]:
-    try:
-        reader = gguf.GGUFReader(str(path))
-    except (ValueError, OSError) as exc:
-        raise WhichshotError(f"{path} is not a readable GGUF file: {exc}") from None
+    reader = open_gguf(path)
     arch = gguf_field(reader, "general.architecture")
     shape = _shape(reader, arch)
     tensors = [(t.name, int(t.n_elements), int(t.n_bytes), [int(d) for d in t.shape]) for t in reader.tensors]

