@@ -118,3 +118,31 @@ def test_the_cpu_probe_reports_its_best_repetition_and_gpus_their_cited_peak():
     assert h200["bandwidth_bytes_s"] == 4.8e12 and "datasheet" in h200["source"]
     assert gpu_peaks("Some Unknown GPU") is None
     json.dumps(probe)  # it goes into probe.json as it is
+
+
+def test_a_gpu_cell_runs_against_our_probe_of_its_gpu_where_there_is_one():
+    table = {
+        "name": "NVIDIA H200 (SXM)",
+        "bandwidth_bytes_s": 4.8e12,
+        "compute_flop_s": 9.89e14,
+        "source": "x",
+    }
+    measured = {"name": "NVIDIA H200", "copy_bandwidth_bytes_s": 4.3e12, "copy_samples_s": [0.002],
+                "copy_method": "copy", "gemm_flop_s": 7.8e14, "gemm_samples_s": [0.0014],
+                "gemm_method": "gemm"}  # fmt: skip
+    gpu = {"uuid": "GPU-1", "name": "NVIDIA H200", "peaks": table}
+    shots = pd.DataFrame(series(cell(protocol="cold"), [{"decode_tok_s": 50.0}] * 2, telemetry_gpus="GPU-1"))
+
+    def ceiling(gpus):
+        figures, _ = compute_figures(shots, [], 0.7, {**HARDWARE, "gpus": gpus}, TRAFFIC)
+        found = {f.metric: f for f in figures if f.shot_index is None}
+        return found["decode_ceiling_tok_s"], found
+
+    with_probe, found = ceiling([{**gpu, "measured": measured}])
+    assert with_probe.value == pytest.approx(4.3e12 / (1e8 + 1e4 * 72))
+    assert (
+        found["gpu_copy_bandwidth_bytes_s"].kind == "measured"
+        and found["gpu_peak_bandwidth_bytes_s"].kind == "assumed"
+    )
+    table_only, _ = ceiling([gpu])
+    assert table_only.value == pytest.approx(4.8e12 / (1e8 + 1e4 * 72))

@@ -16,9 +16,10 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
 
 # (metric, probe key of the measured samples, the work each sample did: key or constant)
-_CPU_PEAKS = (
-    ("cpu_copy_bandwidth_bytes_s", "copy_samples_s", "copy_work", "B/s"),
-    ("cpu_gemm_flop_s", "gemm_samples_s", "gemm_work", "FLOP/s"),
+# (metric suffix, probe key of the measured samples, its method key, unit): our probes' peaks
+_PROBED = (
+    ("copy_bandwidth_bytes_s", "copy_samples_s", "copy_method", "B/s"),
+    ("gemm_flop_s", "gemm_samples_s", "gemm_method", "FLOP/s"),
 )
 _MODEL_FACTS = (
     ("weight_bytes_per_token", "B"),
@@ -27,17 +28,25 @@ _MODEL_FACTS = (
     ("attention_flops_per_context_token", "FLOP"),
 )
 PROBE_SOURCE = "hardware-probe:results/hardware/probe.json"
-# device -> (bandwidth peak, compute peak): a CPU cell runs against our probe, a GPU cell the table's
+# device -> (bandwidth peak, compute peak) metrics, first choice first: a cell runs against our own
+# probe of its device where there is one, else (GPU) the vendor's table
 _PEAKS = {
-    "cpu": ("cpu_copy_bandwidth_bytes_s", "cpu_gemm_flop_s"),
-    "gpu": ("gpu_peak_bandwidth_bytes_s", "gpu_peak_flop_s"),
+    "cpu": (("cpu_copy_bandwidth_bytes_s",), ("cpu_gemm_flop_s",)),
+    "gpu": (
+        ("gpu_copy_bandwidth_bytes_s", "gpu_peak_bandwidth_bytes_s"),
+        ("gpu_gemm_flop_s", "gpu_peak_flop_s"),
+    ),
 }
 
 
 def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
     if not catalog.hardware:
         return []
-    peaks = {f.metric: f for f in _cpu_peaks(catalog.hardware) + _gpu_peaks(catalog.hardware)}
+    hardware = catalog.hardware
+    measured_gpu = next((gpu["measured"] for gpu in hardware["gpus"] if gpu.get("measured")), None)
+    probed = _probed("cpu", hardware["cpu"], hardware["host"].get("cpu_model") or "this CPU")
+    probed += _probed("gpu", measured_gpu, measured_gpu["name"]) if measured_gpu else []
+    peaks = {f.metric: f for f in probed + _gpu_peaks(hardware)}
     facts = {
         model: {f.metric: f for f in _model_facts(model, traffic)}
         for model, traffic in catalog.traffic.items()
@@ -50,25 +59,26 @@ def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
     return figures
 
 
-def _cpu_peaks(hardware: dict[str, Any]) -> list[figure.Figure]:
-    cpu = hardware["cpu"]
-    work = {"copy_work": cpu["copy_bandwidth_bytes_s"] * min(cpu["copy_samples_s"]),
-            "gemm_work": cpu["gemm_flop_s"] * min(cpu["gemm_samples_s"])}  # fmt: skip
-    return [
-        figure.from_source(
-            metric,
-            "probe_best",
-            {"samples_s": cpu[samples], "work": work[work_key]},
-            [PROBE_SOURCE],
-            unit,
-            cell={},
-            formula=f"work / fastest repetition: {cpu[samples.replace('samples_s', 'method')]}",
-            computed_by=ceiling_figures,
-            timed_by="whichshot hardware probe",
-            which_shot=f"our probe on {hardware['host'].get('cpu_model') or 'this CPU'}, before the shots",
+def _probed(device: str, probe: dict[str, Any], name: str) -> list[figure.Figure]:
+    """Our probe's peaks of one device (measured): its work over its fastest repetition."""
+    found = []
+    for suffix, samples, method, unit in _PROBED:
+        work = probe[suffix] * min(probe[samples])
+        found.append(
+            figure.from_source(
+                f"{device}_{suffix}",
+                "probe_best",
+                {"samples_s": probe[samples], "work": work},
+                [PROBE_SOURCE],
+                unit,
+                cell={},
+                formula=f"work / fastest repetition: {probe[method]}",
+                computed_by=ceiling_figures,
+                timed_by="whichshot hardware probe",
+                which_shot=f"our probe on {name}, before the shots",
+            )
         )
-        for metric, samples, work_key, unit in _CPU_PEAKS
-    ]
+    return found
 
 
 def _gpu_peaks(hardware: dict[str, Any]) -> list[figure.Figure]:
@@ -121,11 +131,11 @@ def _cell_ceilings(
     catalog: Catalog,
     cell: Cell,
     rows,
-    device_peaks: tuple[str, str],
+    device_peaks: tuple[tuple[str, ...], tuple[str, ...]],
     peaks: dict[str, figure.Figure],
     facts: dict[str, figure.Figure],
 ) -> list[figure.Figure]:
-    bandwidth, compute = (peaks.get(metric) for metric in device_peaks)
+    bandwidth, compute = (next((peaks[m] for m in choices if m in peaks), None) for choices in device_peaks)
     selection = catalog.rule(cell["protocol"]).select(rows, "prompt_tokens")
     found = []
     decode_costs = [facts["weight_bytes_per_token"], facts["kv_bytes_per_context_token"]]

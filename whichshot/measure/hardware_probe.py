@@ -5,7 +5,10 @@ CPU (measured, by us): the best of several copies of a buffer far larger than th
 as bytes read plus bytes written per second; and the best of several float32 matrix products
 (numpy's BLAS, every core), counted as 2 n^3 FLOPs per second. Neither is the quantised kernel an
 engine runs; both are what this machine's memory and cores deliver to a simple, well-tuned loop.
-GPU (assumed): the vendor's peak for the NVML device name, from schemas/hardware_peaks.yaml.
+GPU: the vendor's peak for the NVML device name, from schemas/hardware_peaks.yaml (assumed), and,
+where PyTorch with CUDA is installed, our own probe of the first visible GPU (measured): the best
+of several device-to-device copies (bytes read plus written per second) and bf16 matrix products
+(2 n^3 FLOPs per second), each timed with CUDA events after a warm-up.
 """
 
 import time
@@ -72,9 +75,57 @@ def visible_gpus() -> list[dict[str, Any]]:
         pynvml.nvmlShutdown()
 
 
+GPU_COPY_BYTES = 4 * 1024**3
+GPU_GEMM_N = 8192
+
+
+def probe_gpu() -> dict[str, Any] | None:
+    """The first visible GPU's copy bandwidth and bf16 GEMM throughput, measured with PyTorch;
+    None where PyTorch or CUDA is not there (the table's peaks then stand alone)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    source = torch.empty(GPU_COPY_BYTES, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    a = torch.randn(GPU_GEMM_N, GPU_GEMM_N, dtype=torch.bfloat16, device="cuda")
+    copies = _cuda_timed(torch, lambda: target.copy_(source))
+    products = _cuda_timed(torch, lambda: a @ a)
+    return {
+        "name": torch.cuda.get_device_name(0),
+        "copy_bandwidth_bytes_s": 2 * GPU_COPY_BYTES / min(copies),
+        "copy_samples_s": copies,
+        "copy_method": f"torch device-to-device copy of {GPU_COPY_BYTES} bytes, best of {len(copies)}: "
+        "(read + write) / time, CUDA events",
+        "gemm_flop_s": 2 * GPU_GEMM_N**3 / min(products),
+        "gemm_samples_s": products,
+        "gemm_method": f"torch bf16 {GPU_GEMM_N}x{GPU_GEMM_N} matmul on random data, best of "
+        f"{len(products)}: 2 n^3 / time, CUDA events",
+    }
+
+
+def _cuda_timed(torch: Any, work, warmups: int = 3, repeats: int = 10) -> list[float]:
+    for _ in range(warmups):
+        work()
+    seconds = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        work()
+        end.record()
+        torch.cuda.synchronize()
+        seconds.append(start.elapsed_time(end) / 1000)
+    return seconds
+
+
 def probe_hardware() -> dict[str, Any]:
     """What the ceilings need, for results/hardware/probe.json."""
     from whichshot.host import host_identity
 
     gpus = [{**gpu, "peaks": gpu_peaks(gpu["name"])} for gpu in visible_gpus()]
+    measured = probe_gpu() if gpus else None
+    if measured:
+        gpus[0]["measured"] = measured
     return {"host": host_identity(), "cpu": probe_cpu(), "gpus": gpus}

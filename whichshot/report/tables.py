@@ -96,6 +96,8 @@ CEILING_METRICS = frozenset(
         "cpu_copy_bandwidth_bytes_s",
         "cpu_gemm_flop_s",
         "gpu_peak_bandwidth_bytes_s",
+        "gpu_copy_bandwidth_bytes_s",
+        "gpu_gemm_flop_s",
         "gpu_peak_flop_s",
         "weight_bytes_per_token",
         "kv_bytes_per_context_token",
