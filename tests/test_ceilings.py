@@ -117,6 +117,8 @@ def test_the_cpu_probe_reports_its_best_repetition_and_gpus_their_cited_peak():
     h200 = gpu_peaks("NVIDIA H200")
     assert h200["bandwidth_bytes_s"] == 4.8e12 and "datasheet" in h200["source"]
     assert gpu_peaks("Some Unknown GPU") is None
+    assert gpu_peaks("NVIDIA H200 NVL")["name"] == "NVIDIA H200 NVL"  # the specific name wins
+    assert gpu_peaks("NVIDIA GeForce RTX 3090 Ti")["bandwidth_bytes_s"] == 1.008e12
     json.dumps(probe)  # it goes into probe.json as it is
 
 

@@ -4,6 +4,7 @@ cold/warm protocol with and without n-gram drafting; the rows name the trace and
 long request is skipped with a caveat, and the report answers with the copy-fraction and mix
 figures."""
 
+import copy
 import json
 
 import pandas as pd
@@ -65,7 +66,8 @@ def trace_run(tmp_path_factory):
     shots = pd.read_parquet(workdir / "results" / "shots.parquet")
     figures = pd.read_parquet(workdir / "results" / "figures.parquet")
     html = (workdir / "results" / "report" / "index.html").read_text()
-    return {"workdir": workdir, "traces": traces, "shots": shots, "figures": figures, "html": html}
+    return {"workdir": workdir, "traces": traces, "shots": shots, "figures": figures, "html": html,
+            "config": config}  # fmt: skip
 
 
 def test_every_trace_row_names_its_trace_request_and_pin(trace_run):
@@ -164,7 +166,9 @@ def test_the_archive_keeps_the_traces_by_hash_only(trace_run):
     with tarfile.open(archive) as tar:
         names = tar.getnames()
         inputs = json.loads(tar.extractfile("traces/inputs.json").read())
-        prompts = json.loads(tar.extractfile("traces/results/prompts/llama_cpp/smollm2_135m.json").read())
+        prompts = json.loads(
+            tar.extractfile("traces/results/prompts/llama_cpp/smollm2_135m.trace-mine.json").read()
+        )
     assert not any("/inputs/" in name for name in names)
     assert inputs["include_inputs"] is False
     assert {i["where"]: i["sha256"] for i in inputs["inputs"]} == {
@@ -190,7 +194,7 @@ def test_a_changed_trace_is_refused_before_any_measurement(trace_run):
 
 def test_every_cell_stands_beside_its_ceiling_from_the_shipped_models_file(trace_run):
     workdir, figures = trace_run["workdir"], trace_run["figures"]
-    traffic = json.loads((workdir / "results" / "models" / "smollm2_135m.traffic.json").read_text())
+    traffic = json.loads((workdir / "results" / "traffic" / "smollm2_135m.json").read_text())
     # SmolLM2-135M: 30 layers, 3 KV heads of 64 dims, K and V in f16: 30 x 3 x 128 x 2 bytes per token
     assert traffic["kv_bytes_per_context_token"] == 30 * 3 * 128 * 2
     model = json.loads((workdir / "results" / "models" / "smollm2_135m.json").read_text())
@@ -205,3 +209,16 @@ def test_every_cell_stands_beside_its_ceiling_from_the_shipped_models_file(trace
     assert probe["kind"].tolist() == ["measured"]
     shares = figures[figures["metric"] == "decode_share_of_ceiling"]
     assert set(shares["cell_id"]) == set(ceilings["cell_id"])
+
+
+def test_adding_a_trace_reruns_no_other_series(trace_run, tmp_path):
+    config = copy.deepcopy(trace_run["config"])  # as measured (another test may rewrite the file)
+    more = tmp_path / "more.jsonl"
+    more.write_text('{"prompt": "One more request."}\n')
+    config["traces"]["more"] = {"path": str(more), "sha256": pin_of(more), "max_output_tokens": 8,
+                                "context_tokens": CONTEXT}  # fmt: skip
+    plan = run_pipeline(trace_run["workdir"], config, "--dry-run")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    lines = (plan.stdout + plan.stderr).splitlines()
+    series = [line.split("job=", 1)[1] for line in lines if "wildcards: job=" in line]
+    assert series and all(".trace-more-" in job for job in series), series

@@ -190,3 +190,36 @@ def test_the_shipped_example_trace_is_pinned_and_its_overlay_checks():
     assert checked["workloads"]["names"] == [] and checked["traces"]["example"]["models"] == [
         "qwen_coder_0p5b"
     ]
+
+
+def test_a_jsonl_string_may_hold_unicode_line_separators(tmp_path):
+    path = tmp_path / "seps.jsonl"
+    path.write_text(
+        json.dumps({"prompt": "one\u2028two\u0085three"}, ensure_ascii=False) + "\r\n", encoding="utf-8"
+    )
+    (request,) = load_trace("mine", {"path": str(path), "sha256": pin_of(path)}).requests
+    assert request.prompt == "one\u2028two\u0085three"
+
+
+def test_every_mode_mixes_the_same_requests_and_one_left_out_is_caveated():
+    import pandas as pd
+
+    from tests.shot_tables import cell, series
+    from whichshot.figures.table import compute_figures
+
+    def request(rid, mode, values):
+        of = cell(workload="trace", trace="t", request_id=rid, spec_mode=mode, protocol="cold",
+                  prompt_tokens_requested=None)  # fmt: skip
+        return series(of, values, copy_fraction=0.5)
+
+    ok = [{"decode_tok_s": 20.0, "output_tokens": 100}]
+    fast = [{"decode_tok_s": 40.0, "output_tokens": 100}]
+    shots = request("r1", "none", ok) + request("r2", "none", ok)
+    shots += request("r1", "a", fast) + request("r2", "a", fast)
+    shots += request("r1", "b", fast) + request("r2", "b", [None])  # r2 failed under b
+    figures, caveats = compute_figures(pd.DataFrame(shots), [], 0.7)
+    mix = {f.axes["spec_mode"]: f for f in figures if f.metric == "mix_speedup"}
+    assert mix["a"].value == pytest.approx(2.0) and mix["b"].value == pytest.approx(2.0)
+    assert {f.axes["request_id"] for f in figures if f.figure_id in mix["a"].input_figure_ids} == {"r1"}
+    incomplete = next(c for c in caveats if c["caveat_id"] == "trace_mix_incomplete")
+    assert mix["a"].figure_id in incomplete["figure_ids"] and "leaves out r2" in incomplete["sentence"]

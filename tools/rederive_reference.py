@@ -3,7 +3,7 @@
 A reviewer's tool: the measurements (shots.parquet, bench/*.json) stay as recorded; only the
 arithmetic on top of them is re-run.  Usage: python tools/rederive_reference.py RUN_DIR RUN_ID
 where RUN_DIR holds shots.parquet, engines/*/build.json, models/*.json and optionally bench/,
-hardware/probe.json and models/*.traffic.json (then the ceilings too) and config.yaml naming claims
+hardware/probe.json and traffic/*.json (then the ceilings too) and config.yaml naming claims
 files (then the claims' verdicts too).
 """
 
@@ -28,13 +28,13 @@ def main(run_dir: Path, run_id: str) -> None:
         "figures": run_dir / "figures.parquet",
         "caveats": run_dir / "caveats.parquet",
         "builds": sorted(run_dir.glob("engines/*/build.json")),
-        "models": sorted(p for p in run_dir.glob("models/*.json") if not p.name.endswith(".traffic.json")),
+        "models": sorted(run_dir.glob("models/*.json")),
     }
     # bench/<job>.json: a series' llama-bench brackets; bench/<engine>/<model>.json: an older run's.
     bench = sorted([*run_dir.glob("bench/*.json"), *run_dir.glob("bench/*/*.json")])
     hardware = run_dir / "hardware" / "probe.json"
     hardware = hardware if hardware.is_file() else None
-    traffic = sorted(run_dir.glob("models/*.traffic.json"))
+    traffic = sorted(run_dir.glob("traffic/*.json"))
     write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"],
                              hardware, traffic)  # fmt: skip
     claims = _claims_files(run_dir)

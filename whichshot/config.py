@@ -75,7 +75,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise WhichshotError(f"invalid config: {problems[0]}{more}")
-    config = _with_claimed_cells(with_defaults(config, schema))
+    config = _with_claimed_cells(with_defaults(config, schema), schema)
     _check_grid_not_empty(config)
     _check_synthetic_donors(config)
     _check_draft_models(config)
@@ -155,14 +155,20 @@ def _check_section_models(config: dict[str, Any]) -> None:
                 )
 
 
-def _with_claimed_cells(config: dict[str, Any]) -> dict[str, Any]:
+def _with_claimed_cells(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """Every claims file read and checked now (a bad one stops the run before anything is
     measured); with claims_extend_grid, the grid grown by the axis values the claims name."""
     from whichshot.claims.grid import extend_grid
     from whichshot.claims.load import load_claims
 
     claims = [claim for path in config["claims"] for claim in load_claims(Path(path))]
-    return extend_grid(config, claims)[0] if config["claims_extend_grid"] else config
+    if not config["claims_extend_grid"]:
+        return config
+    extended, added = extend_grid(config, claims)
+    problems = config_problems(extended, schema)
+    if problems:
+        raise WhichshotError(f"invalid config: claims_extend_grid added {'; '.join(added)}: {problems[0]}")
+    return extended
 
 
 def _check_traces(config: dict[str, Any]) -> None:

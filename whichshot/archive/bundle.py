@@ -26,7 +26,7 @@ MANIFEST = "manifest-sha256.txt"
 # The workflow source, relative to the repository root.
 SOURCE_PATTERNS = (
     "Snakefile", "pyproject.toml", "README.md", "workflow/**/*", "whichshot/**/*.py",
-    "whichshot/**/*.j2", "whichshot/**/*.yaml", "whichshot/**/*.rst",
+    "whichshot/**/*.j2", "whichshot/**/*.yaml", "whichshot/**/*.rst", "claims/*.yaml",
 )  # fmt: skip
 
 

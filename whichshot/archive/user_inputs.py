@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.hashing import sha256_text
+from whichshot.prepare.user_texts import user_source_pin
 
 INPUTS_FILE = "inputs.json"
 _TEXT_FIELDS = ("text", "token_ids", "checks")
@@ -55,7 +56,7 @@ def redact_prompts(prompts: dict[str, Any], config: dict[str, Any]) -> dict[str,
             _strip(prompt)
     for prompt in prompts.get("workloads", {}).values():
         source = prompt.get("source", {})
-        if source.get("corpus") == "user_files" or source.get("kind") == "user_file":
+        if user_source_pin(source):
             _strip(prompt)
     for trace in prompts.get("traces", {}).values():
         for prompt in trace.get("requests", {}).values():

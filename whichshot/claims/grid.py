@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from whichshot.claims.load import Claim
-from whichshot.measure.grid import BASE_WORKLOAD
+from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD
 
 # claim axis -> (config section, list key) of the protocol grid (continue_text cells) ...
 _PROTOCOL_AXES = {
@@ -37,7 +37,7 @@ def extend_grid(config: dict[str, Any], claims: list[Claim]) -> tuple[dict[str, 
             protocol_grid = where.get("workload", BASE_WORKLOAD) == BASE_WORKLOAD
             axes = _PROTOCOL_AXES if protocol_grid else _WORKLOAD_AXES
             for axis, value in where.items():
-                if axis in axes and not (axis == "workload" and value == BASE_WORKLOAD):
+                if axis in axes and not (axis == "workload" and value in (BASE_WORKLOAD, TRACE_WORKLOAD)):
                     added += _add(extended, axes[axis], value, claim.claim_id)
     return extended, added
 

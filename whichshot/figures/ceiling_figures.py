@@ -14,6 +14,7 @@ from typing import Any
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
+from whichshot.telemetry.gpus import NO_GPU_ENGINE
 
 # (metric, probe key of the measured samples, the work each sample did: key or constant)
 # (metric suffix, probe key of the measured samples, its method key, unit): our probes' peaks
@@ -43,20 +44,32 @@ def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
     if not catalog.hardware:
         return []
     hardware = catalog.hardware
-    measured_gpu = next((gpu["measured"] for gpu in hardware["gpus"] if gpu.get("measured")), None)
+    gpu = hardware["gpus"][0] if hardware["gpus"] else None  # the GPU whose peaks the figures give
+    measured = gpu.get("measured", {}) if gpu else {}
     probed = _probed("cpu", hardware["cpu"], hardware["host"].get("cpu_model") or "this CPU")
-    probed += _probed("gpu", measured_gpu, measured_gpu["name"]) if measured_gpu else []
-    peaks = {f.metric: f for f in probed + _gpu_peaks(hardware)}
+    probed += _probed("gpu", measured, measured["name"]) if "copy_samples_s" in measured else []
+    peaks = {f.metric: f for f in probed + (_gpu_peaks(gpu) if gpu and gpu.get("peaks") else [])}
     facts = {
         model: {f.metric: f for f in _model_facts(model, traffic)}
         for model, traffic in catalog.traffic.items()
     }
     figures = [*peaks.values(), *(f for per_model in facts.values() for f in per_model.values())]
     for cell, rows in group_cells(catalog.shots):
-        if cell["model"] in facts and (rows["status"] == "ok").any():
-            device = "gpu" if rows["telemetry_gpus"].notna().any() else "cpu"
+        device = _device(rows, gpu)
+        if cell["model"] in facts and device and (rows["status"] == "ok").any():
             figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], peaks, facts[cell["model"]])
     return figures
+
+
+def _device(rows, gpu: dict[str, Any] | None) -> str | None:
+    """Which peaks a cell runs against: "gpu" when its shots sampled the probed GPU, "cpu" when its
+    engine uses no GPU (or the machine has none), None when it is not known (then no ceiling)."""
+    sampled = rows["telemetry_gpus"].dropna()
+    if len(sampled):
+        return "gpu" if gpu and set(sampled.str.split("|").str[0]) == {gpu["uuid"]} else None
+    if gpu is None or (rows["telemetry_gpu_choice"] == NO_GPU_ENGINE).all():
+        return "cpu"
+    return None
 
 
 def _probed(device: str, probe: dict[str, Any], name: str) -> list[figure.Figure]:
@@ -81,11 +94,7 @@ def _probed(device: str, probe: dict[str, Any], name: str) -> list[figure.Figure
     return found
 
 
-def _gpu_peaks(hardware: dict[str, Any]) -> list[figure.Figure]:
-    known = [gpu for gpu in hardware["gpus"] if gpu.get("peaks")]
-    if not known:
-        return []
-    gpu = known[0]
+def _gpu_peaks(gpu: dict[str, Any]) -> list[figure.Figure]:
     peaks = gpu["peaks"]
     found = []
     for metric, key, unit in (("gpu_peak_bandwidth_bytes_s", "bandwidth_bytes_s", "B/s"),

@@ -91,6 +91,7 @@ def write_figures_from_files(
     """The compute_figures step, from the files the pipeline writes."""
     bench_runs = [json.loads(Path(p).read_text()) for p in bench_paths]
     hardware = json.loads(Path(hardware_path).read_text()) if hardware_path else None
-    traffic = {(t := json.loads(Path(p).read_text()))["model"]: t for p in traffic_paths}
+    read = [json.loads(Path(p).read_text()) for p in traffic_paths]
+    traffic = {t["model"]: t for t in read if "not_derivable" not in t}  # no ceiling for the rest
     figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction, hardware, traffic)
     write_figure_tables(figures, caveats, figures_path, caveats_path)

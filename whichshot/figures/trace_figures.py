@@ -19,6 +19,7 @@ from whichshot.measure.grid import NO_DRAFT, TRACE_WORKLOAD
 _PER_REQUEST = ("request_id", "text_kind", "spec_mode")
 MIX_AXES = tuple(a for a in AXES if a not in _PER_REQUEST)
 ALL_TEXT = None  # the whole mix; a text kind's subset sets text_kind
+MIX_METRICS = ("mix_copy_fraction", "mix_speedup", "mix_decode_s_saved")
 
 
 def trace_figures(catalog: Catalog) -> list[figure.Figure]:
@@ -32,10 +33,17 @@ def trace_figures(catalog: Catalog) -> list[figure.Figure]:
             subset = rows if kind is None else rows[rows["text_kind"] == kind]
             requests = list(dict.fromkeys(subset["request_id"]))
             figures += _copy_mix(catalog, mix, kind, subset, requests)
-            for mode in dict.fromkeys(subset["spec_mode"]):
-                if mode != NO_DRAFT:
-                    figures += _speedup_mix(catalog, mix, kind, mode, subset, requests)
+            modes = [mode for mode in dict.fromkeys(subset["spec_mode"]) if mode != NO_DRAFT]
+            # Every mode's mix over the same requests: those with a value in each mode.
+            complete = [r for r in requests if all(_speedup_inputs(catalog, subset, r, m) for m in modes)]
+            for mode in modes:
+                figures += _speedup_mix(catalog, mix, kind, mode, subset, complete, len(requests))
     return figures
+
+
+def _speedup_inputs(catalog: Catalog, rows: pd.DataFrame, request: str, mode: str) -> list | None:
+    metrics = (("output_tokens", NO_DRAFT), ("decode_tok_s", NO_DRAFT), ("decode_tok_s", mode))
+    return _request_inputs(catalog, rows, request, metrics)
 
 
 def _request_cell(rows: pd.DataFrame, request: str, mode: str) -> Cell | None:
@@ -86,14 +94,12 @@ def _copy_mix(
 
 
 def _speedup_mix(
-    catalog: Catalog, mix: Cell, kind, mode: str, rows: pd.DataFrame, requests: list[str]
+    catalog: Catalog, mix: Cell, kind, mode: str, rows: pd.DataFrame, requests: list[str], total: int
 ) -> list[figure.Figure]:
-    metrics = (("output_tokens", NO_DRAFT), ("decode_tok_s", NO_DRAFT), ("decode_tok_s", mode))
-    triples = [_request_inputs(catalog, rows, r, metrics) for r in requests]
-    inputs = [f for triple in triples if triple for f in triple]
+    inputs = [f for request in requests for f in _speedup_inputs(catalog, rows, request, mode)]
     if not inputs:
         return []
-    note = f"{len(inputs) // 3} of {len(requests)} requests ran with both modes"
+    note = f"{len(requests)} of {total} requests: those with a value in every mode of the trace"
     cell, base = _mix_cell(mix, kind, mode), _mix_cell(mix, kind, NO_DRAFT)
     words = f"each the request's {mix['protocol']} figure; out = its no-draft output tokens"
     return [

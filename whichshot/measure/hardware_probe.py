@@ -88,6 +88,13 @@ def probe_gpu() -> dict[str, Any] | None:
         return None
     if not torch.cuda.is_available():
         return None
+    try:
+        return _probe_cuda(torch)
+    except RuntimeError as exc:  # out of memory, a busy or odd device: the table's peaks stand
+        return {"not_measured": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _probe_cuda(torch: Any) -> dict[str, Any]:
     source = torch.empty(GPU_COPY_BYTES, dtype=torch.uint8, device="cuda")
     target = torch.empty_like(source)
     a = torch.randn(GPU_GEMM_N, GPU_GEMM_N, dtype=torch.bfloat16, device="cuda")
@@ -127,5 +134,5 @@ def probe_hardware() -> dict[str, Any]:
     gpus = [{**gpu, "peaks": gpu_peaks(gpu["name"])} for gpu in visible_gpus()]
     measured = probe_gpu() if gpus else None
     if measured:
-        gpus[0]["measured"] = measured
+        gpus[0]["measured"] = measured  # CUDA's device 0: the one NVML lists first where both see one GPU
     return {"host": host_identity(), "cpu": probe_cpu(), "gpus": gpus}

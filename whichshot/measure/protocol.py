@@ -25,6 +25,7 @@ from whichshot.measure.records import (
     engine_fields,
     output_fields,
 )
+from whichshot.prepare.user_texts import user_source_pin
 
 
 class ShotTelemetry(Protocol):
@@ -144,9 +145,7 @@ def _corpus_sha256(ctx: JobContext, job) -> str | None:
     # A prompts file made by hand (or before the pin was recorded) may not say: then it is unknown.
     if job.workload == BASE_WORKLOAD:
         return ctx.prompts.get("corpus_sha256")
-    source = prompt_of(ctx, "A").get("source", {})
-    pinned = source.get("corpus") in ("user_files", "trace")
-    return source.get("sha256") if pinned else source.get("file_sha256")
+    return user_source_pin(prompt_of(ctx, "A").get("source", {}))
 
 
 def _corpus(ctx: JobContext, job: Job) -> str:
@@ -341,6 +340,7 @@ def _skipped_record(ctx: JobContext, reason: str) -> dict[str, Any]:
         "series_position": 1,
         "series_length": job.series_length,
         "process_id": "",
+        "process_seq": 0,
         "shot_index": 0,
         "context_tokens_requested": ctx.settings.context_tokens,
         "output_tokens_requested": _output_budget(ctx),

@@ -34,17 +34,24 @@ def model_traffic(path: Path) -> dict[str, Any]:
         weight_bytes += size * share
         active_params += elements * share
     head_dims = shape["key_length"] + shape["value_length"]
-    layers = shape["block_count"]
+    kv_heads, heads = (
+        _per_layer(shape[key], shape["block_count"]) for key in ("head_count_kv", "head_count")
+    )
     return {
         "architecture": arch,
         **shape,
         "weight_bytes_per_token": weight_bytes,
         "active_parameters_per_token": active_params,
-        "kv_bytes_per_context_token": layers * shape["head_count_kv"] * head_dims * KV_BYTES_PER_ELEMENT,
-        "attention_flops_per_context_token": FLOPS_PER_MAC * layers * shape["head_count"] * head_dims,
+        "kv_bytes_per_context_token": sum(kv_heads) * head_dims * KV_BYTES_PER_ELEMENT,
+        "attention_flops_per_context_token": FLOPS_PER_MAC * sum(heads) * head_dims,
         "tied_embeddings": "output.weight" not in names,
         "rules": __doc__.split("\n\n", 1)[1].strip(),
     }  # fmt: skip
+
+
+def _per_layer(count: int | list[int], layers: int) -> list[int]:
+    """A head count per layer: GGUF gives one for every layer, or a list (0 = no attention there)."""
+    return [int(c) for c in count] if isinstance(count, list) else [int(count)] * layers
 
 
 def _share(name: str, dims: list[int], has_output_head: bool, shape: dict[str, Any]) -> float:
@@ -65,7 +72,7 @@ def _shape(reader: gguf.GGUFReader, arch: str) -> dict[str, Any]:
     embd = get("embedding_length")
     if heads is None or embd is None or get("block_count") is None:
         raise WhichshotError(f"{arch}: the GGUF does not give head_count, embedding_length and block_count")
-    head_dim = embd // heads
+    head_dim = embd // max(_per_layer(heads, 1))
     return {
         "block_count": get("block_count"),
         "embedding_length": embd,

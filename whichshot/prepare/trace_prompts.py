@@ -9,6 +9,7 @@ from whichshot.measure.grid import TRACE_WORKLOAD
 from whichshot.measure.quality import self_repetition
 from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare.traces import Trace, TraceRequest, load_trace
+from whichshot.prepare.workload_prompts import tokenized_prompt
 
 
 def build_trace_prompts(
@@ -73,12 +74,9 @@ def _tokens(
     engine: RunningEngine, request: TraceRequest, has_chat_template: bool, bos_token_id: int | None
 ) -> tuple[str, list[int], str]:
     """(prompt text, its token ids, how it was formed)."""
-    bos = [bos_token_id] if bos_token_id is not None else []
     if request.prompt is not None:
+        bos = [bos_token_id] if bos_token_id is not None else []
         return request.prompt, bos + engine.tokenize(request.prompt), "plain completion prompt (the trace's)"
-    if has_chat_template:
-        text = engine.apply_chat_template(list(request.messages))
-        return text, engine.tokenize(text, parse_special=True), "chat template"
     # A model without a chat template gets the conversation as plain text, ending where it answers.
-    text = "".join(f"{m['role']}: {m['content']}\n\n" for m in request.messages) + "assistant:"
-    return text, bos + engine.tokenize(text), "plain completion (model has no chat template)"
+    plain = "".join(f"{m['role']}: {m['content']}\n\n" for m in request.messages) + "assistant:"
+    return tokenized_prompt(engine, list(request.messages), plain, has_chat_template, bos_token_id)

@@ -78,7 +78,9 @@ def _format_of(spec: dict[str, Any], path: str, where: str) -> str:
 
 def _jsonl(text: str, path: str, where: str) -> list[TraceRequest]:
     requests = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at \n only: JSON strings may hold U+2028 and friends, which splitlines() would cut at.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         at = f"{where}: {path} line {number}"

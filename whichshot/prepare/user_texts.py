@@ -43,6 +43,14 @@ class UserTexts:
         return "\n\n".join(file.text.strip("\n") for file in self.files)
 
 
+def user_source_pin(source: dict) -> str | None:
+    """The pin of the user's input a prompt was cut from, per its recorded source (the user's
+    texts, a trace, the user's edit file); None for built-in text."""
+    if source.get("corpus") in ("user_files", "trace"):
+        return source.get("sha256")
+    return source.get("file_sha256") if source.get("kind") == "user_file" else None
+
+
 def pin_of(path: Path) -> str:
     """The sha256 that pins a file (its bytes) or a folder (its manifest)."""
     if path.is_dir():

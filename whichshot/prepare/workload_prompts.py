@@ -180,6 +180,22 @@ def _real_edit_source(cfg: dict[str, Any], seed: int):
     return text, lambda run: wl.edit_source(text, source, seed, run)
 
 
+def tokenized_prompt(
+    engine: RunningEngine,
+    messages: list[dict[str, str]],
+    plain_text: str,
+    has_chat_template: bool,
+    bos_token_id: int | None,
+) -> tuple[str, list[int], str]:
+    """(prompt text, its token ids, how it was formed): the model's chat template over the
+    messages, or the plain completion text (BOS first) for a model without one."""
+    if has_chat_template:
+        text = engine.apply_chat_template(messages)
+        return text, engine.tokenize(text, parse_special=True), "chat template"
+    ids = ([bos_token_id] if bos_token_id is not None else []) + engine.tokenize(plain_text)
+    return plain_text, ids, "plain completion (model has no chat template)"
+
+
 def build_workload_prompts(
     engine: RunningEngine, cfg: dict[str, Any], has_chat_template: bool, bos_token_id: int | None
 ) -> dict[str, Any]:
@@ -188,12 +204,9 @@ def build_workload_prompts(
     real = functools.cache(lambda: real_sections(cfg))  # the user's files are read once per call
     for name, kind in workload_keys(cfg["names"], cfg["text_kinds"]):
         item = _workload_dict(engine, name, kind, cfg, real)
-        if has_chat_template:
-            text, style = engine.apply_chat_template(item["messages"]), "chat template"
-            ids = engine.tokenize(text, parse_special=True)
-        else:
-            text, style = item["completion_prompt"], "plain completion (model has no chat template)"
-            ids = ([bos_token_id] if bos_token_id is not None else []) + engine.tokenize(text)
+        text, ids, style = tokenized_prompt(
+            engine, item["messages"], item["completion_prompt"], has_chat_template, bos_token_id
+        )
         prompts[f"{name}-{kind}"] = {
             "workload": name,
             "text_kind": kind,

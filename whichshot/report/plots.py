@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8})
 import pandas as pd  # noqa: E402
 
+from whichshot.figures.trace_figures import MIX_AXES  # noqa: E402
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD  # noqa: E402
 from whichshot.report.tables import TASK_NOT_DONE, records_of  # noqa: E402
 
@@ -515,15 +516,16 @@ def trace_copy_fraction(figures: pd.DataFrame):
     copies = _no_draft_copy(_frame(figures))
     if copies.empty:
         return "no request trace in this run (traces is empty)"
-    panels = list(dict.fromkeys(zip(copies["model"], copies["trace"], copies["protocol"], strict=True)))
+    mix_axes = [axis for axis in MIX_AXES if axis in copies]
     fig, axis = plt.subplots(figsize=(7.5, 4.2), constrained_layout=True)
     bins = [i / 10 for i in range(11)]
-    for n, (model, trace, protocol) in enumerate(panels):
-        rows = copies[
-            (copies["model"] == model) & (copies["trace"] == trace) & (copies["protocol"] == protocol)
-        ]
+    for n, (_key, rows) in enumerate(copies.groupby(mix_axes, sort=False, dropna=False)):
+        first = rows.iloc[0]
+        label = f"{first['trace']} · {first['model']} · {first['protocol']}"
+        if rows["engine"].nunique() == 1 and copies["engine"].nunique() > 1:
+            label += f" · {first['engine']}"
         axis.hist(rows["value"], bins=bins, histtype="step", linewidth=1.6, color=_COLOURS[n % len(_COLOURS)],
-                  linestyle=_LINES[n % len(_LINES)], label=f"{trace} · {model} · {protocol}")  # fmt: skip
+                  linestyle=_LINES[n % len(_LINES)], label=label)  # fmt: skip
     axis.set_xlabel(
         "copy fraction of a request's output (no drafting; share in ≥ 8-token spans of its prompt)"
     )
@@ -536,25 +538,22 @@ def trace_copy_fraction(figures: pd.DataFrame):
 
 def trace_speedup_vs_copy(figures: pd.DataFrame):
     frame = _frame(figures)
-    copies = _no_draft_copy(frame)
+    copy_of = _no_draft_copy(frame)
     speedups = _trace_figures(frame, "speedup_vs_none")
-    if copies.empty or speedups.empty:
+    if copy_of.empty or speedups.empty:
         return "no request trace with a speculative mode and its no-draft baseline in this run"
-    request_keys = ["engine", "model", "trace", "request_id", "protocol"]
-    copy_of = copies.set_index(request_keys)["value"]
+    copy_of = copy_of.set_index("cell_id")["value"]  # a speed-up's baseline is its no-draft cell
+    speedups = speedups[speedups["baseline_cell_id"].isin(copy_of.index)]
     fig, axis = plt.subplots(figsize=(7.5, 5.0), constrained_layout=True)
     for n, mode in enumerate(_modes_in_order(speedups["spec_mode"])):
         for kind, filled in (("real", True), ("synthetic", False)):
             rows = speedups[(speedups["spec_mode"] == mode) & (speedups["text_kind"] == kind)]
-            keys = list(rows[request_keys].itertuples(index=False, name=None))
-            present = [k in copy_of.index for k in keys]
-            rows, keys = rows[present], [k for k, here in zip(keys, present, strict=True) if here]
-            if not keys:
+            if rows.empty:
                 continue
             colour = _COLOURS[n % len(_COLOURS)]
-            axis.scatter([copy_of[k] * 100 for k in keys], rows["value"], marker=_MARKERS[n % len(_MARKERS)],
-                         s=40, edgecolors=colour, facecolors=colour if filled else "none",
-                         label=f"{mode}, {kind} text")  # fmt: skip
+            xs = copy_of.loc[rows["baseline_cell_id"]].to_numpy() * 100
+            axis.scatter(xs, rows["value"], marker=_MARKERS[n % len(_MARKERS)], s=40, edgecolors=colour,
+                         facecolors=colour if filled else "none", label=f"{mode}, {kind} text")  # fmt: skip
     _speedup_against_copy_axes(
         axis,
         "copy fraction of the request's output without drafting (%)",

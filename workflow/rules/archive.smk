@@ -6,13 +6,14 @@ rule archive_run:
         rules.render_report.output,
         [f"results/engines/{engine}/build.json" for engine in config["engines"]],
         [f"results/models/{model}.json" for model in config["models"]],
-        [f"results/models/{model}.traffic.json" for model in measured_models(config)],
+        [f"results/traffic/{model}.json" for model in measured_models(config)],
         "results/hardware/probe.json",
         expand(
             "results/prompts/{engine}/{model}.json",
             engine=config["engines"],
             model=measured_models(config),
         ),
+        trace_prompt_files(),
         bench_outputs(),
     output:
         archive=f"results/archive/{config['run_id']}.tar.gz",

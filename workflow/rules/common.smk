@@ -29,6 +29,7 @@ validate(config, SCHEMA_FILE)
 JOBS = {job.job_id: job for job in all_jobs(config)}
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
+TRACE_PATTERN = "|".join(config["traces"]) or "no-trace"
 JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")
 ENV = "../envs/whichshot.yaml"
 # The prompts are cut by this code: a change to it rebuilds them (and reruns what used them).
@@ -60,26 +61,36 @@ def workload_settings(wildcards):
 
 
 def trace_settings(wildcards):
-    """The traces this model runs (their config entries), by name."""
-    return {
-        name: spec
-        for name, spec in config["traces"].items()
-        if wildcards.model in trace_models(config, name)
-    }
+    """The trace of this prompts file (its config entry), by name."""
+    return {wildcards.trace: config["traces"][wildcards.trace]}
 
 
 def job_inputs(wildcards):
     """A job needs its engine's build, its model and its prompts."""
     job = JOBS[wildcards.job]
+    # Each trace's requests have their own prompts file: adding a trace reruns no other series.
+    prompts = (
+        f"{job.model}.trace-{job.trace}.json" if job.trace else f"{job.model}.json"
+    )
     inputs = {
         "build": f"results/engines/{job.engine}/build.json",
         "model": f"results/models/{job.model}.json",
-        "prompts": f"results/prompts/{job.engine}/{job.model}.json",
+        "prompts": f"results/prompts/{job.engine}/{prompts}",
     }
     draft = config["spec_modes"].get(job.spec_mode, {}).get("draft_model")
     if draft:
         inputs["draft_model"] = f"results/models/{draft}.json"
     return inputs
+
+
+def trace_prompt_files():
+    """The prompts file of every trace on every engine and model that runs it."""
+    return [
+        f"results/prompts/{engine}/{model}.trace-{name}.json"
+        for engine in config["engines"]
+        for name in config["traces"]
+        for model in trace_models(config, name)
+    ]
 
 
 def bench_outputs():
@@ -122,6 +133,6 @@ def figure_inputs(wildcards):
         "bench": bench_outputs(),
         "hardware": "results/hardware/probe.json",
         "traffic": [
-            f"results/models/{model}.traffic.json" for model in measured_models(config)
+            f"results/traffic/{model}.json" for model in measured_models(config)
         ],
     }

@@ -2,7 +2,7 @@ rule model_traffic:
     input:
         "results/models/{model}.json",
     output:
-        "results/models/{model}.traffic.json",
+        "results/traffic/{model}.json",
     log:
         "logs/model_traffic/{model}.log",
     wildcard_constraints:

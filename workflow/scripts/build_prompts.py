@@ -12,7 +12,6 @@ from whichshot.entry import run_script
 from whichshot.measure.settings import server_settings
 from whichshot.prepare.corpus import load_corpus
 from whichshot.prepare.prompts import cut_prompts
-from whichshot.prepare.trace_prompts import build_trace_prompts
 from whichshot.prepare.workload_prompts import build_workload_prompts
 
 
@@ -33,7 +32,6 @@ def main(smk):
         prompts["workloads"] = (
             build_workload_prompts(server, workloads, meta["has_chat_template"], bos) if workloads else {}
         )
-        prompts["traces"] = build_trace_prompts(server, smk.params.traces, meta["has_chat_template"], bos)
     finally:
         server.stop()
     write_json_atomic(Path(smk.output[0]), prompts)
