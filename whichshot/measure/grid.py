@@ -139,25 +139,17 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
 
     workloads = config["workloads"]
-    protocol = {**config["protocol"], **_workload_protocol(workloads)}
-    keys = workload_keys(workloads["names"], workloads["text_kinds"])
-    shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     context = workloads["context_tokens"]
-    models = workload_models(config)
-    modes = config["spec_modes"]
-    axes = itertools.product(config["engines"], models, keys, modes, shapes, protocol["engine_warmup"],
-                             range(1, protocol["repeats"] + 1))  # fmt: skip
-    jobs = []
-    for engine, model, (workload, kind), mode, (name, rest_s, pre_s, n), warmup, repeat in axes:
-        if not applies(modes[mode], config["engines"][engine]["kind"]):
-            continue  # the mode has no settings for this engine's kind: skipped, never run as none
-        shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s"
-        cell = f"{engine}.{model}.{workload}-{kind}.{shape}.ctx{context}.{mode}{_warmup_part(warmup)}"
-        job_id = f"{cell}.rep{repeat}"
+
+    def job(engine, model, key, mode, shape, warmup, repeat) -> Job:
+        workload, kind = key
         length = workloads["document_tokens"] if workload in DOCUMENT_WORKLOADS else None
-        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, "same", pre_s, repeat, n,
-                        workload, kind, mode, warmup))  # fmt: skip
-    return jobs
+        job_id = _request_job_id(engine, model, f"{workload}-{kind}", shape, context, mode, warmup, repeat)
+        return Job(job_id, engine, model, length, shape[0], shape[1], context, "same", shape[2], repeat,
+                   shape[3], workload, kind, mode, warmup)  # fmt: skip
+
+    keys = workload_keys(workloads["names"], workloads["text_kinds"])
+    return _request_jobs(config, workload_models(config), keys, job)
 
 
 def trace_models(config: dict[str, Any], name: str) -> list[str]:
@@ -170,24 +162,38 @@ def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
     is a cell of its own, run as the workloads are (their series lengths, one rest)."""
     from whichshot.prepare.traces import load_traces
 
-    protocol = {**config["protocol"], **_workload_protocol(config["workloads"])}
-    shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
-    modes = config["spec_modes"]
     jobs = []
     for name, trace in load_traces(config).items():
         context = config["traces"][name]["context_tokens"]
-        axes = itertools.product(config["engines"], trace_models(config, name), trace.requests, modes, shapes,
-                                 protocol["engine_warmup"], range(1, protocol["repeats"] + 1))  # fmt: skip
-        for engine, model, request, mode, (kind, rest_s, pre_s, n), warmup, repeat in axes:
-            if not applies(modes[mode], config["engines"][engine]["kind"]):
-                continue
-            shape = "cold" if kind == "cold" else f"warm-rest{_label(rest_s)}s"
-            rid = request.request_id
-            cell = f"{engine}.{model}.trace-{name}-{rid}.{shape}.ctx{context}.{mode}{_warmup_part(warmup)}"
-            job_id = f"{cell}.rep{repeat}"
-            jobs.append(Job(job_id, engine, model, None, kind, rest_s, context, "same", pre_s, repeat, n,
-                            TRACE_WORKLOAD, request.text_kind, mode, warmup, name, rid))  # fmt: skip
+
+        def job(engine, model, request, mode, shape, warmup, repeat, name=name, context=context) -> Job:
+            part = f"trace-{name}-{request.request_id}"
+            job_id = _request_job_id(engine, model, part, shape, context, mode, warmup, repeat)
+            return Job(job_id, engine, model, None, shape[0], shape[1], context, "same", shape[2], repeat,
+                       shape[3], TRACE_WORKLOAD, request.text_kind, mode, warmup, name,
+                       request.request_id)  # fmt: skip
+
+        jobs += _request_jobs(config, trace_models(config, name), trace.requests, job)
     return jobs
+
+
+def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> list[Job]:
+    """engines x models x items (workloads, trace requests) x every mode that applies to the engine x
+    {cold; warm at the first rest} x repeats, with the workloads' series lengths."""
+    protocol = {**config["protocol"], **_workload_protocol(config["workloads"])}
+    shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
+    modes = config["spec_modes"]
+    axes = itertools.product(config["engines"], models, items, modes, shapes, protocol["engine_warmup"],
+                             range(1, protocol["repeats"] + 1))  # fmt: skip
+    # A mode without settings for an engine's kind is skipped there, never run as no drafting.
+    return [make(*combination) for combination in axes
+            if applies(modes[combination[3]], config["engines"][combination[0]]["kind"])]  # fmt: skip
+
+
+def _request_job_id(engine, model, part, shape, context, mode, warmup, repeat) -> str:
+    kind, rest_s = shape[0], shape[1]
+    label = "cold" if kind == "cold" else f"warm-rest{_label(rest_s)}s"
+    return f"{engine}.{model}.{part}.{label}.ctx{context}.{mode}{_warmup_part(warmup)}.rep{repeat}"
 
 
 def all_jobs(config: dict[str, Any]) -> list[Job]:

@@ -244,8 +244,29 @@ def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) ->
 
 
 def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
-    job = ctx.job
+    """A shot's identity: the series' and the process that served it."""
     server = state.server
+    return {
+        **_series_identity(ctx, position),
+        "precondition_shots": state.precondition_shots,
+        "engine_warmup_run": ctx.engine.warmups[ctx.job.engine_warmup][1],
+        "process_id": state.process_id,
+        "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
+        "process_start_reason": state.start_reason,
+        "pid": server.process.pid,
+        "shot_index": state.shots_served,
+        "process_ready_s": server.ready_s,
+        "process_age_s": time.monotonic() - server.process.t_spawn_s,
+        "context_tokens_engine": server.context_tokens,
+        "prompt_cache_state": server.prompt_cache,
+        **_startup_facts(server),
+        "threads": ctx.settings.threads,
+    }
+
+
+def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
+    """What a shot of this series is, whatever process serves it (or none, for a skipped request)."""
+    job = ctx.job
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": ctx.run_id,
@@ -267,30 +288,17 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
         "order": job.order,
         "precondition_s": job.precondition_s,
-        "precondition_shots": state.precondition_shots,
         "series_label": job.series_label,
         "spec_mode": job.spec_mode,
         "engine_warmup": job.engine_warmup,
-        "engine_warmup_run": ctx.engine.warmups[job.engine_warmup][1],
         "protocol": job.protocol,
         "rest_s": job.rest_s,
         "repeat": job.repeat,
         "series_position": position,
         "series_length": job.series_length,
-        "process_id": state.process_id,
-        "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
-        "process_start_reason": state.start_reason,
-        "pid": server.process.pid,
-        "shot_index": state.shots_served,
-        "process_ready_s": server.ready_s,
-        "process_age_s": time.monotonic() - server.process.t_spawn_s,
         "context_tokens_requested": ctx.settings.context_tokens,
-        "context_tokens_engine": server.context_tokens,
-        "prompt_cache_state": server.prompt_cache,
-        **_startup_facts(server),
         "output_tokens_requested": _output_budget(ctx),
         "output_length": output_length(ctx),
-        "threads": ctx.settings.threads,
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
         **ctx.identity,
     }
@@ -309,44 +317,12 @@ def _input_identity(ctx: JobContext) -> dict[str, Any]:
 
 def _skipped_record(ctx: JobContext, reason: str) -> dict[str, Any]:
     """The one row of a series whose request does not fit its context: it says why, and counts."""
-    job = ctx.job
-    prompt = prompt_of(ctx, "A")
     return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": ctx.run_id,
-        "job_id": job.job_id,
-        "shot_id": f"{job.job_id}/shot1",
-        "engine": job.engine,
-        "engine_kind": ctx.engine.kind,
-        "build_id": ctx.build["build_id"],
-        "model": job.model,
-        "model_sha256": ctx.model["sha256"],
-        "model_weights": ctx.model.get("weights", "real"),
-        "workload": job.workload,
-        "text_kind": job.text_kind,
-        **_input_identity(ctx),
-        "prompt_tokens": len(prompt["token_ids"]),
-        "prompt_tokens_requested": None,
+        **_series_identity(ctx, 1),
         "prompt_variant": "A",
-        "order": job.order,
-        "precondition_s": job.precondition_s,
-        "series_label": job.series_label,
-        "spec_mode": job.spec_mode,
-        "engine_warmup": job.engine_warmup,
-        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
-        "protocol": job.protocol,
-        "rest_s": job.rest_s,
-        "repeat": job.repeat,
-        "series_position": 1,
-        "series_length": job.series_length,
         "process_id": "",
         "process_seq": 0,
         "shot_index": 0,
-        "context_tokens_requested": ctx.settings.context_tokens,
-        "output_tokens_requested": _output_budget(ctx),
-        "output_length": output_length(ctx),
-        "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        **ctx.identity,
         **empty_result_fields(),
         "status": "skipped",
         "error": f"skipped: {reason}",

@@ -3,15 +3,10 @@
 import json
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
 from whichshot.report.summary import md
+from whichshot.report.templating import ENV
 
 STATUS_ORDER = ("matches", "not reproduced", "not comparable here", "not covered", "not checkable")
-_ENV = Environment(
-    loader=PackageLoader("whichshot.report", "templates"),
-    autoescape=select_autoescape(["html", "j2"], default=True),
-)
 
 
 def claim_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -40,6 +35,6 @@ def counts_line(rows: list[dict[str, Any]]) -> str:
 
 
 def claims_html(rows: list[dict[str, Any]], title: str) -> str:
-    return _ENV.get_template("claims_page.html.j2").render(
+    return ENV.get_template("claims_page.html.j2").render(
         title=title, claims=claim_rows(rows), counts=counts_line(rows)
     )

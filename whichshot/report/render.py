@@ -6,16 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader, select_autoescape
 
 from whichshot.report.claims import claim_rows, counts_line
 from whichshot.report.format import (
     KIND_LETTERS,
     KIND_WORDS,
-    format_bare,
-    format_lossless,
-    format_number,
-    format_value,
 )
 from whichshot.report.plots import Plot, draw_plots
 from whichshot.report.summary import render_summary, run_wide
@@ -31,14 +26,8 @@ from whichshot.report.tables import (
     build_tables,
     check_summary,
 )
+from whichshot.report.templating import ENV
 
-_ENV = Environment(
-    loader=PackageLoader("whichshot.report", "templates"),
-    autoescape=select_autoescape(["html", "j2"], default=True),
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_ENV.filters.update(num=format_number, value=format_value, bare=format_bare, lossless=format_lossless)
 SAMPLE_CHARS = 400
 
 
@@ -57,7 +46,7 @@ def render_report(
     privacy = {"show_text": False, "include_inputs": False, **(privacy or {})}
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
-    return _ENV.get_template("index.html.j2").render(
+    return ENV.get_template("index.html.j2").render(
         run_id=run_id,
         run=run_summary(shots),
         tables=tables,
