@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.engines import register
-from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.base import (
+    NO_WARMUP,
+    ONE_DECODE,
+    UNKNOWN_DRAFT_LIMITS,
+    ServerSettings,
+    ShotOutcome,
+    ShotRequest,
+)
 from whichshot.engines.stream import reconcile, stream_completion
 from whichshot.errors import invalid_config
 from whichshot.hashing import short_id
@@ -42,6 +49,7 @@ class Echo:
     legacy_mode_keys = ()
     has_bench = False
     warmups = {"engine_default": ((), NO_WARMUP), "on": (("--warmup",), ONE_DECODE), "off": ((), NO_WARMUP)}
+    load_axes = frozenset()
 
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
         if not spec["greeting"].strip():
@@ -74,6 +82,9 @@ class Echo:
 
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         return []
+
+    def draft_limits(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return UNKNOWN_DRAFT_LIMITS
 
     def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         return []

@@ -22,6 +22,8 @@ CELL = {
     "order": "same",
     "spec_mode": "none",
     "engine_warmup": "engine_default",
+    "prefill_chunk_tokens": 512,
+    "parallel_streams": 1,
 }
 # Value columns a generated shot carries unless told otherwise.
 VALUES = {"ttft_s": 0.1, "prefill_tok_s": 640.0, "decode_tok_s": 50.0, "engine_prefill_tok_s": 650.0,

@@ -93,3 +93,24 @@ def test_an_openai_server_cannot_promise_a_warm_up():
         "invalid config: protocol.engine_warmup: engine server (openai) cannot promise warm-up 'off'; it "
         "offers engine_default"
     )
+
+
+def test_a_mode_may_combine_types_and_says_its_draft_cap_and_verify_width():
+    """seed 002's combination: several --spec-type values in one flag; the cap per step is the
+    largest over the types (an option given, else llama.cpp's default) and the target verifies one
+    position more than that."""
+    from whichshot.engines.llama_cpp import ENGINE, speculative_args
+
+    mode = {
+        "type": ["draft-simple", "ngram-simple"],
+        "options": {"spec-draft-n-max": 7, "spec-ngram-simple-size-m": 15},
+    }
+    assert speculative_args(mode)[:2] == ["--spec-type", "draft-simple,ngram-simple"]
+    limits = ENGINE.draft_limits(mode)
+    assert limits["spec_types"] == "draft-simple,ngram-simple"
+    assert (limits["spec_draft_cap_tokens"], limits["spec_verify_width"]) == (15, 16)
+    assert ENGINE.draft_limits({"type": "ngram-mod"})["spec_draft_cap_tokens"] == 64  # common.h's n_max
+    assert ENGINE.uses_draft_model(mode) and not ENGINE.uses_draft_model({"type": ["ngram-mod"]})
+    config = config_with()
+    config["spec_modes"]["odd"] = {"llama_cpp": {"type": ["ngram-simple", "medusa"]}}
+    assert "spec_modes.odd.llama_cpp.type" in refusal(config)

@@ -11,6 +11,7 @@ import requests
 
 from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
 from whichshot.atomic import JsonlJournal
+from whichshot.engines.base import UNKNOWN_DRAFT_LIMITS
 from whichshot.engines.llama_cpp import LlamaServer
 from whichshot.measure.process import LOOPBACK, EngineProcess, free_port, http_ok
 from whichshot.measure.protocol import run_job
@@ -41,6 +42,10 @@ class FakeEngine:
 
     kind = "llama_cpp"
     warmups = {"engine_default": ((), "none (a stand-in server)")}
+    load_axes = frozenset()
+
+    def draft_limits(self, settings):
+        return UNKNOWN_DRAFT_LIMITS
 
     def __init__(self, behaviours: list[str]) -> None:
         self.behaviours = behaviours

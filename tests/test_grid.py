@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.pipeline import load_config
 from whichshot.config import check_config, with_defaults
 from whichshot.errors import WhichshotError
 from whichshot.measure.grid import expand_jobs, expand_workload_jobs, job_by_id
@@ -121,3 +122,41 @@ def test_engine_warmup_is_an_axis_of_every_series():
     off = [j.job_id for j in jobs if j.engine_warmup == "off"]
     assert all(".warmup-off." in i for i in off) and len(set(off)) == len(off)
     assert "e1.m1.p128.cold.ctx4096.same.rep1" in {j.job_id for j in jobs}  # the default id is unchanged
+
+
+def test_load_axes_multiply_the_protocol_grid_and_keep_default_ids():
+    """Prefill chunk and parallel streams are axes of the protocol grid; at their defaults a series
+    keeps the id it had before the axes existed (so older runs resume), elsewhere its id says them."""
+    before = {j.job_id for j in expand_jobs(_config(repeats=1))}
+    config = _config(repeats=1, prefill_chunk_tokens=[512, 2048], parallel_streams=[1, 2])
+    jobs = expand_jobs(config)
+    assert len(jobs) == 4 * len(before)
+    defaults = {j.job_id for j in jobs if j.prefill_chunk == 512 and j.streams == 1}
+    assert defaults == before
+    other = next(j for j in jobs if j.prefill_chunk == 2048 and j.streams == 2)
+    assert ".ub2048.np2." in other.job_id and job_by_id(config, other.job_id) == other
+    # the workloads keep the engine's defaults: the load axes belong to the protocol grid
+    workloads = expand_workload_jobs(with_defaults({**config, "workloads": {"names": ["explain"]}}))
+    assert {(j.prefill_chunk, j.streams) for j in workloads} == {(512, 1)}
+
+
+def test_streams_that_leave_a_slot_too_small_are_refused():
+    config = load_config("smoke")  # prompts of up to 200 tokens, 16 output tokens
+    config["protocol"].update(parallel_streams=[1, 4], context_tokens=[512])
+    with pytest.raises(WhichshotError, match=r"4 streams leave each 128 tokens .* \(216\)"):
+        check_config(config)
+    config["protocol"]["parallel_streams"] = [1, 2]
+    check_config(config)
+
+
+def test_an_engine_kind_without_the_setting_refuses_a_load_axis():
+    config = load_config("smoke")
+    config["engines"]["hf"] = {
+        "kind": "transformers",
+        "versions": {"torch": "2.13.0", "transformers": "5.24.0"},
+    }
+    config["protocol"]["prefill_chunk_tokens"] = [1024]
+    with pytest.raises(WhichshotError, match="prefill_chunk_tokens: engine hf .*runs only 512"):
+        check_config(config)
+    del config["engines"]["hf"]
+    check_config(config)

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from whichshot.engine_config import check_engines, check_spec_modes, check_warmups
+from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
 from whichshot.engines import engine_kinds, import_engine_modules, load_engine
 from whichshot.errors import WhichshotError
 from whichshot.tables import record_schema
@@ -78,6 +78,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     config = _with_claimed_cells(with_defaults(config, schema), schema)
     _check_grid_not_empty(config)
     _check_synthetic_donors(config)
+    _check_synthetic_shapes(config)
     _check_draft_models(config)
     _check_section_models(config)
     _check_prompts_fit_context(config)
@@ -191,6 +192,7 @@ def _check_draft_models(config: dict[str, Any]) -> None:
     check_engines(config)
     check_spec_modes(config)
     check_warmups(config)
+    check_load_axes(config)
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:
@@ -200,6 +202,14 @@ def _check_synthetic_donors(config: dict[str, Any]) -> None:
             raise WhichshotError(
                 f"invalid config: models.{name}.synthetic.donor: {donor!r} is not a real model in models"
             )
+
+
+def _check_synthetic_shapes(config: dict[str, Any]) -> None:
+    from whichshot.prepare.synthetic import check_synthetic_shape
+
+    for name, spec in config["models"].items():
+        if "synthetic" in spec:
+            check_synthetic_shape(f"models.{name}.synthetic", spec["synthetic"])
 
 
 def _check_grid_not_empty(config: dict[str, Any]) -> None:
@@ -239,4 +249,7 @@ def _problem(error: jsonschema.ValidationError) -> str:
         return problem
     if error.validator == "pattern":
         return f"{error.instance!r} is not of the expected form ({error.validator_value})"
+    if error.validator == "oneOf" and isinstance(error.instance, str):
+        # one value or a list of them: the value's own branch says what it may be
+        return next((e.message for e in error.context if e.validator == "enum"), error.message)
     return error.message

@@ -4,6 +4,7 @@ own checks are its module's (check_config, check_mode)."""
 from typing import Any
 
 from whichshot.engines import engine_kinds, load_engine
+from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.errors import invalid_config
 from whichshot.spec_modes import applies, is_no_draft, kind_settings, uses_draft_model
 
@@ -25,6 +26,33 @@ def check_warmups(config: dict[str, Any]) -> None:
                     f"engine {name} ({spec['kind']}) cannot promise warm-up {value!r}; it offers "
                     + ", ".join(offered),
                 )
+
+
+def check_load_axes(config: dict[str, Any]) -> None:
+    """Every engine can set every prefill chunk and stream count the protocol asks for."""
+    defaults = {"prefill_chunk_tokens": [DEFAULT_PREFILL_CHUNK], "parallel_streams": [ONE_STREAM]}
+    for name, spec in config["engines"].items():
+        settable = load_engine(spec["kind"]).load_axes
+        for axis, default in defaults.items():
+            if axis not in settable and config["protocol"][axis] != default:
+                raise invalid_config(
+                    f"protocol.{axis}",
+                    f"engine {name} ({spec['kind']}) cannot set it; it runs only {default[0]}",
+                )
+    _check_slot_context(config["protocol"], config["prompts"]["lengths"])
+
+
+def _check_slot_context(protocol: dict[str, Any], lengths: list[int]) -> None:
+    """Streams share the context window: each slot must still hold the longest prompt and its output."""
+    streams = max(protocol["parallel_streams"])
+    slot = min(protocol["context_tokens"]) // streams
+    needed = max(lengths, default=0) + protocol["output_tokens"]
+    if streams > ONE_STREAM and slot < needed:
+        raise invalid_config(
+            "protocol.parallel_streams",
+            f"{streams} streams leave each {slot} tokens of the smallest context window, less than the "
+            f"longest prompt plus output ({needed}): raise context_tokens or lower the streams",
+        )
 
 
 def check_spec_modes(config: dict[str, Any]) -> None:

@@ -13,6 +13,12 @@ NOT_KNOWN_CACHE = "not known"
 ONE_DECODE = "one decode before ready"
 NO_WARMUP = "none"
 UNKNOWN_WARMUP = "the server's own, not known"
+# Tokens per prefill step (physical batch) and requests in flight where the config sets neither:
+# llama.cpp's own -ub and one slot.
+DEFAULT_PREFILL_CHUNK = 512
+ONE_STREAM = 1
+# A mode's draft limits where nothing drafts or the engine does not say (shots' spec_* columns).
+UNKNOWN_DRAFT_LIMITS = {"spec_types": None, "spec_draft_cap_tokens": None, "spec_verify_width": None}
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,8 @@ class ServerSettings:
     gpu_layers: int = 0
     extra_args: tuple[str, ...] = ()
     warmup: str = "engine_default"  # protocol.engine_warmup: engine_default, on or off
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK  # protocol.prefill_chunk_tokens
+    streams: int = ONE_STREAM  # protocol.parallel_streams: slots of the process (requests at once)
     # The config's engine entry, as given (secrets included: never written down from here).
     engine_spec: dict[str, Any] = field(default_factory=dict)
 
@@ -78,6 +86,9 @@ class RunningEngine(Protocol):
 
     def shot(self, request: ShotRequest) -> ShotOutcome: ...
 
+    # Engines whose kind sets parallel_streams also serve the same request on N slots at once:
+    # def shot_streams(self, request: ShotRequest, streams: int) -> list[ShotOutcome]
+
     def stop(self) -> int | None: ...
 
 
@@ -102,6 +113,11 @@ class Engine(Protocol):
 
     def uses_draft_model(self, settings: dict[str, Any]) -> bool:
         """Whether a spec mode with these settings needs a draft model."""
+        ...
+
+    def draft_limits(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """A mode's speculative types, cap on tokens drafted per step and positions verified per
+        step, as UNKNOWN_DRAFT_LIMITS' keys (None where the kind does not say)."""
         ...
 
     def gpu_use(self, build: dict[str, Any], settings: "ServerSettings") -> GpuUse:
@@ -130,3 +146,6 @@ class Engine(Protocol):
     # protocol.engine_warmup value -> (its process's extra arguments, what warm-up ran, in words);
     # a value the engine cannot honour is absent (the config check refuses it).
     warmups: dict[str, tuple[tuple[str, ...], str]]
+    # Load axes (protocol.prefill_chunk_tokens, protocol.parallel_streams) this kind can set; on
+    # the others it runs only their defaults (the config check refuses more).
+    load_axes: frozenset[str]

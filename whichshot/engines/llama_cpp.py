@@ -1,6 +1,7 @@
 """llama.cpp: built from the vendored source of a pinned llama-cpp-python sdist; served by llama-server."""
 
 import collections
+import concurrent.futures
 import json
 import platform
 import shutil
@@ -17,7 +18,14 @@ import yaml
 
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import exclusive_lock
-from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.base import (
+    NO_WARMUP,
+    ONE_DECODE,
+    UNKNOWN_DRAFT_LIMITS,
+    ServerSettings,
+    ShotOutcome,
+    ShotRequest,
+)
 from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
 from whichshot.engines.stream import known_positions, reconcile, stream_completion
 from whichshot.errors import WhichshotError
@@ -69,8 +77,12 @@ additionalProperties: false
 required: [type]
 properties:
   type:
-    description: llama-server --spec-type
-    enum: [ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache, draft-simple]
+    description: >
+      llama-server --spec-type: one type, or a list of types the engine combines (seed 002's draft
+      model together with copy drafts: [draft-simple, ngram-simple])
+    oneOf:
+      - {enum: []}  # DRAFT_CAPS' types, filled in below
+      - {type: array, minItems: 1, uniqueItems: true, items: {enum: []}}
   options:
     description: >
       llama-server --spec-* options of this type without the dashes, e.g.
@@ -80,6 +92,19 @@ properties:
     propertyNames: {pattern: "^spec-[a-z0-9-]+$"}
     additionalProperties: {type: integer, minimum: 0}
 """)
+# Each --spec-type's cap on tokens drafted per step: the option that sets it and the pinned
+# llama.cpp's default (common/common.h; common_speculative_n_max in common/speculative.cpp takes
+# the largest over the types given). ngram-cache drafts at most 8, with no option.
+DRAFT_CAPS = {
+    "draft-simple": ("spec-draft-n-max", 3),
+    "ngram-simple": ("spec-ngram-simple-size-m", 48),
+    "ngram-map-k": ("spec-ngram-map-k-size-m", 48),
+    "ngram-map-k4v": ("spec-ngram-map-k4v-size-m", 48),
+    "ngram-mod": ("spec-ngram-mod-n-max", 64),
+    "ngram-cache": (None, 8),
+}
+_TYPE_CHOICES = MODE_SCHEMA["properties"]["type"]["oneOf"]
+_TYPE_CHOICES[0]["enum"] = _TYPE_CHOICES[1]["items"]["enum"] = list(DRAFT_CAPS)
 
 BINARIES = ("llama-server", "llama-bench")
 BASE_CMAKE_FLAGS = (
@@ -106,6 +131,7 @@ class LlamaCpp:
     legacy_mode_keys = ("type", "options")  # the older form: these settings at a mode's top
     has_bench = True  # llama-bench
     caveat_rules = ()
+    load_axes = frozenset({"prefill_chunk_tokens", "parallel_streams"})  # -ub with -b, --parallel
     warmups = {  # llama-server decodes once by itself before it reports ready
         "engine_default": ((), ONE_DECODE),
         "on": ((), ONE_DECODE),
@@ -119,7 +145,18 @@ class LlamaCpp:
         """Nothing the schema leaves open."""
 
     def uses_draft_model(self, settings: dict[str, Any]) -> bool:
-        return settings.get("type") == "draft-simple"
+        return "draft-simple" in spec_types(settings)
+
+    def draft_limits(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The mode's types, its cap on tokens drafted per step (the option given, else the engine's
+        default; the largest over the types) and the positions the target verifies per step (the
+        cap plus the token it samples itself)."""
+        types = spec_types(settings)
+        if not types:
+            return UNKNOWN_DRAFT_LIMITS
+        options = settings.get("options", {})
+        cap = max(options.get(option, default) for option, default in map(DRAFT_CAPS.get, types))
+        return {"spec_types": ",".join(types), "spec_draft_cap_tokens": cap, "spec_verify_width": cap + 1}
 
     def gpu_use(self, build: dict[str, Any], settings: ServerSettings) -> GpuUse:
         # A CUDA llama-server splits the model over every GPU it sees (--split-mode layer).
@@ -157,11 +194,17 @@ class LlamaCpp:
         return LlamaServer(process, base_url, ready_s)
 
 
+def spec_types(settings: dict[str, Any]) -> list[str]:
+    """The --spec-type values of a mode's llama_cpp settings (none for no drafting)."""
+    given = settings.get("type")
+    return [] if given is None else [given] if isinstance(given, str) else list(given)
+
+
 def speculative_args(mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
     """llama-server flags of one speculative mode ({} = none); an argument list, never a string."""
     if "type" not in mode:
         return []
-    args = ["--spec-type", mode["type"]]
+    args = ["--spec-type", ",".join(spec_types(mode))]
     if draft_model_path is not None:
         args += ["--spec-draft-model", str(draft_model_path)]
     for option, value in mode.get("options", {}).items():
@@ -169,23 +212,24 @@ def speculative_args(mode: dict[str, Any], draft_model_path: Path | None = None)
     return args
 
 
-# Batch and micro-batch sizes and flash attention: llama.cpp's defaults, given explicitly to both
+# Batch size and flash attention: llama.cpp's defaults, given explicitly (with the prefill chunk) to both
 # llama-server and llama-bench so that the cross-check runs the same computation.
 BATCH_TOKENS = 2048
-UBATCH_TOKENS = 512
 FLASH_ATTENTION = "auto"
 
 
 def same_work_flags(settings: ServerSettings, bench: bool = False) -> list[str]:
-    """The compute settings llama-server and llama-bench share (each tool's own flag names)."""
+    """The compute settings llama-server and llama-bench share (each tool's own flag names). The
+    prefill chunk is the physical batch (-ub); the logical batch (-b) is never smaller than it."""
     names = ("-t", "-ngl", "-b", "-ub", "-fa") if bench else (
         "--threads", "--n-gpu-layers", "--batch-size", "--ubatch-size", "--flash-attn")  # fmt: skip
-    values = (settings.threads, settings.gpu_layers, BATCH_TOKENS, UBATCH_TOKENS, FLASH_ATTENTION)
+    batch = max(BATCH_TOKENS, settings.prefill_chunk)
+    values = (settings.threads, settings.gpu_layers, batch, settings.prefill_chunk, FLASH_ATTENTION)
     return [word for name, value in zip(names, values, strict=True) for word in (name, str(value))]
 
 
 def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: int) -> list[str]:
-    """llama-server's argument list: loopback only, one slot, no web UI, no prompt cache."""
+    """llama-server's argument list: loopback only, the series' slots, no web UI, no prompt cache."""
     return [
         binary,
         "--model", str(model_path),
@@ -193,7 +237,7 @@ def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: i
         "--port", str(port),
         *same_work_flags(settings),
         "--ctx-size", str(settings.context_tokens),
-        "--parallel", "1",
+        "--parallel", str(settings.streams),
         "--no-webui",
         "--no-cache-prompt",
         "--metrics",
@@ -243,6 +287,24 @@ class LlamaServer:
             self._recover_ids(outcome, payload, request.timeout_s)
         reconcile(outcome, request)
         return outcome
+
+    def shot_streams(self, request: ShotRequest, streams: int) -> list[ShotOutcome]:
+        """The same request on `streams` slots at once. The log cannot tell the streams' lines
+        apart, so no per-request log facts (mean draft length) are read for them."""
+        payload = completion_payload(request)
+        url = f"{self.base_url}/completion"
+        with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+            futures = [pool.submit(stream_completion, url, payload, request) for _ in range(streams)]
+            try:
+                outcomes = [future.result() for future in futures]
+            except requests.RequestException as exc:
+                raise self.process.request_failure(exc) from None
+        self._log.read_new()
+        for outcome in outcomes:
+            if None in outcome.output_token_ids:
+                self._recover_ids(outcome, payload, request.timeout_s)
+            reconcile(outcome, request)
+        return outcomes
 
     def _recover_ids(self, outcome: ShotOutcome, payload: dict[str, Any], timeout_s: float) -> None:
         """Fill the ids the stream held back from a non-streamed replay of the same greedy request in

@@ -23,7 +23,14 @@ import requests
 import yaml
 
 from whichshot.archive.environment import redact_engine
-from whichshot.engines.base import NOT_KNOWN_CACHE, UNKNOWN_WARMUP, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.base import (
+    NOT_KNOWN_CACHE,
+    UNKNOWN_DRAFT_LIMITS,
+    UNKNOWN_WARMUP,
+    ServerSettings,
+    ShotOutcome,
+    ShotRequest,
+)
 from whichshot.engines.stream import check_counts
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
@@ -116,6 +123,7 @@ class OpenAICompat:
     legacy_mode_keys = ()
     has_bench = False
     # The server's own start-up is its command's business: neither on nor off can be promised.
+    load_axes: frozenset[str] = frozenset()
     warmups = {"engine_default": ((), UNKNOWN_WARMUP)}
 
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
@@ -132,6 +140,9 @@ class OpenAICompat:
 
     def uses_draft_model(self, settings: dict[str, Any]) -> bool:
         return any("{draft_model}" in arg for arg in settings.get("args", []))
+
+    def draft_limits(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return UNKNOWN_DRAFT_LIMITS  # the server's own arguments: not read
 
     def gpu_use(self, build: dict[str, Any], settings: ServerSettings) -> GpuUse:
         """A server of its own: every GPU its environment leaves it (NVML's process lists say

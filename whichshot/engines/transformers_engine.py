@@ -15,7 +15,14 @@ from typing import Any
 import requests
 import yaml
 
-from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.base import (
+    NO_WARMUP,
+    ONE_DECODE,
+    UNKNOWN_DRAFT_LIMITS,
+    ServerSettings,
+    ShotOutcome,
+    ShotRequest,
+)
 from whichshot.engines.stream import reconcile, stream_completion
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import short_id
@@ -83,6 +90,7 @@ class Transformers:
     mode_schema = MODE_SCHEMA
     legacy_mode_keys = ()
     has_bench = False
+    load_axes: frozenset[str] = frozenset()
     warmups = {"engine_default": ((), NO_WARMUP), "on": (("--warmup",), ONE_DECODE), "off": ((), NO_WARMUP)}
 
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
@@ -107,6 +115,17 @@ class Transformers:
 
     def uses_draft_model(self, settings: dict[str, Any]) -> bool:
         return bool(settings.get("assistant_model"))
+
+    def draft_limits(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Prompt lookup drafts prompt_lookup_num_tokens per step; an assistant model its
+        num_assistant_tokens where given (transformers adapts it otherwise: not known)."""
+        if settings.get("assistant_model"):
+            types, cap = "assistant_model", settings.get("num_assistant_tokens")
+        elif "prompt_lookup_num_tokens" in settings:
+            types, cap = "prompt_lookup", settings["prompt_lookup_num_tokens"]
+        else:
+            return UNKNOWN_DRAFT_LIMITS
+        return {"spec_types": types, "spec_draft_cap_tokens": cap, "spec_verify_width": cap and cap + 1}
 
     @property
     def caveat_rules(self) -> tuple:

@@ -178,6 +178,14 @@ def prefill_ceiling(rows, columns, params, inputs=()) -> float | None:
     return compute / (2 * parameters + attention * prompt / 2)
 
 
+def dram_bytes_moved(rows, columns, params, inputs=()) -> float | None:
+    """peak bandwidth x the median over shots of (DRAM utilisation % / 100 x seconds)."""
+    (peak,) = inputs
+    utilisation, seconds = columns
+    shares = (pd.to_numeric(rows[utilisation]) / 100 * pd.to_numeric(rows[seconds])).dropna()
+    return None if peak is None or shares.empty else float(shares.median()) * peak
+
+
 def ratio(values: Sequence[float | None], params) -> float | None:
     top, bottom = values
     return None if top is None or not bottom else top / bottom
@@ -246,6 +254,7 @@ AGGREGATIONS = {
         Aggregation("model_file_fact", "source", given),
         Aggregation("decode_ceiling", "shots", decode_ceiling, rests_on_a_model=True),
         Aggregation("prefill_ceiling", "shots", prefill_ceiling, rests_on_a_model=True),
+        Aggregation("dram_bytes_moved", "shots", dram_bytes_moved, rests_on_a_model=True),
         Aggregation("ratio", "figures", ratio),
         Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
         Aggregation("relative_gap", "figures", relative_gap),

@@ -1,9 +1,10 @@
 """Per cell: the one statistic of every value column the run measured (speeds, TTFT, clocks, power,
 energy, draft length, copy fraction), how many of its shots are ok, and for warm cells the
-speed-by-shot-index curve."""
+speed-by-shot-index curve (energy per token with its verdict: energy_figures)."""
 
 import pandas as pd
 
+from whichshot.engines.base import ONE_STREAM
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, series_of
@@ -27,6 +28,10 @@ CELL_COLUMNS = (
 # have a draft length.
 WORKLOAD_COLUMNS = ("copy_fraction", "self_repetition", "prompt_self_repetition", "recall_similarity")
 DRAFTED_COLUMNS = ("engine_draft_mean_len",)
+# Only cells of several streams in flight have the streams' own statistics (one stream's are its
+# decode_tok_s and ttft_s).
+STREAM_COLUMNS = ("stream_decode_tok_s_mean", "stream_decode_tok_s_min", "aggregate_decode_tok_s",
+                  "stream_ttft_max_s")  # fmt: skip
 # A trace's mix weighs each request by its output tokens (natural length differs per request).
 TRACE_COLUMNS = ("output_tokens",)
 # The curve by shot index, for warm cells: the speeds and one clock (the GPU's where it was read).
@@ -49,6 +54,7 @@ def cell_figures(catalog: Catalog) -> list[figure.Figure]:
         columns = CELL_COLUMNS + (WORKLOAD_COLUMNS if cell["workload"] != BASE_WORKLOAD else ())
         columns += DRAFTED_COLUMNS if cell["spec_mode"] != NO_DRAFT else ()
         columns += TRACE_COLUMNS if cell["workload"] == TRACE_WORKLOAD else ()
+        columns += STREAM_COLUMNS if (cell["parallel_streams"] or ONE_STREAM) > ONE_STREAM else ()
         for column in columns:
             if _measured_here(shots, cell, column):
                 figures.append(_statistic(catalog, cell, rows, column))

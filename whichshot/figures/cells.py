@@ -8,10 +8,12 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.measure.grid import AXES
 
 Cell = dict[str, Any]  # axis -> value; a figure above one cell leaves the axes it spans out
-_INTEGER_AXES = frozenset({"prompt_tokens_requested", "context_tokens_requested"})
+_INTEGER_AXES = frozenset({"prompt_tokens_requested", "context_tokens_requested", "prefill_chunk_tokens",
+                           "parallel_streams"})  # fmt: skip
 _FLOAT_AXES = frozenset({"rest_s", "precondition_s"})
 
 
@@ -50,8 +52,10 @@ def shots_in(shots: pd.DataFrame, cell: Cell) -> pd.DataFrame:
 
 def cell_id(cell: Cell) -> str:
     """A readable, unique id: the axis values in AXES order ('/'-joined). Axes the cell leaves out, or
-    has no value for (a workload of fixed text has no prompt length), are skipped."""
-    return "/".join(_part(axis, cell[axis]) for axis in AXES if cell.get(axis) is not None)
+    has no value for (a workload of fixed text has no prompt length), are skipped, and so are the
+    load axes at their defaults: ids from before those axes existed stay as they were."""
+    named = [axis for axis in AXES if cell.get(axis) not in (None, _UNNAMED.get(axis))]
+    return "/".join(_part(axis, cell[axis]) for axis in named)
 
 
 def _part(axis: str, value: Any) -> str:
@@ -60,11 +64,14 @@ def _part(axis: str, value: Any) -> str:
     return f"{_PREFIX.get(axis, '')}{value}"
 
 
+_UNNAMED = {"prefill_chunk_tokens": DEFAULT_PREFILL_CHUNK, "parallel_streams": ONE_STREAM}
 _PREFIX = {
     "prompt_tokens_requested": "p",
     "context_tokens_requested": "ctx",
     "rest_s": "rest",
     "precondition_s": "pre",
+    "prefill_chunk_tokens": "ub",
+    "parallel_streams": "np",
 }
 
 

@@ -24,6 +24,19 @@ BUSY_CORES = 0.25
 ENERGY_COUNTER_STEP_S = 0.1
 # Energy of a shot is flagged when that uncertainty (2 steps / shot seconds) exceeds this share.
 ENERGY_UNCERTAINTY_LIMIT = 0.2
+# An energy-per-token figure (energy_figures.energy_verdict) is stable only where the windows it sums
+# hold at least this many counter updates: each window's energy is off by up to one counter step at
+# either end, and these errors differ in sign from window to window, so over 20 updates seen they
+# average to a few percent of the total; NVML's counter is read every ENERGY_INTERVAL_S (1 s), so
+# this is about 20 s of the part of the shot measured.
+MIN_ENERGY_COUNTER_UPDATES = 20
+# The counter is not read at the first token: it is interpolated between the readings around it,
+# which misplaces at most (seconds to the nearer reading) x (power swing there). Summed over the
+# windows, those seconds may be this share of the windows' time (the swing is at most the power).
+ENERGY_SPLIT_LIMIT = 0.05
+# The shots of an energy figure ran at one operating point when their SM clock medians spread
+# (max - min over median) at most this: energy per token follows clock and voltage.
+ENERGY_CLOCK_SPREAD = 0.03
 # A telemetry summary of fewer samples than this inside the shot rests on too little to trust.
 MIN_TELEMETRY_SAMPLES = 2
 # A drafted speed-up "comes mostly from self-repetition" when the cell's output repeats its own
@@ -112,6 +125,25 @@ CONSTANTS = (
         ENERGY_UNCERTAINTY_LIMIT,
         "fraction",
         "a shot's energy is flagged when 2 counter steps / shot seconds exceed this",
+    ),
+    Constant(
+        "min_energy_counter_updates",
+        MIN_ENERGY_COUNTER_UPDATES,
+        "updates",
+        "an energy-per-token figure is stable only where its windows hold at least this many counter updates",
+    ),
+    Constant(
+        "energy_split_limit",
+        ENERGY_SPLIT_LIMIT,
+        "fraction",
+        "the first token may lie this share of the windows' time from a counter reading (the split is "
+        "interpolated there) in a stable energy-per-token figure",
+    ),
+    Constant(
+        "energy_clock_spread",
+        ENERGY_CLOCK_SPREAD,
+        "fraction",
+        "the SM clock medians of a stable energy-per-token figure's shots spread at most this",
     ),
     Constant(
         "min_telemetry_samples",

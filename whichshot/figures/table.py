@@ -17,8 +17,10 @@ from whichshot.figures.cells import AXES
 from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
 from whichshot.figures.constants import constant_figures
 from whichshot.figures.crosscheck_figures import bench_figures, client_engine_figures
+from whichshot.figures.energy_figures import energy_figures
 from whichshot.figures.engine_figures import engine_figures
 from whichshot.figures.figure import Figure
+from whichshot.figures.load_figures import load_figures
 from whichshot.figures.outlier_figures import outlier_figures
 from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
@@ -28,12 +30,14 @@ from whichshot.tables import record_schema, write_table
 # In this order: a family may use the figures of those before it.
 FAMILIES = (
     cell_figures,
+    energy_figures,
     client_engine_figures,
     bench_figures,
     clock_ratio_figures,
     clock_drop_figures,
     outlier_figures,
     ceiling_figures,
+    load_figures,
     workload_figures,
     trace_figures,
     engine_figures,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.measure.grid import BASE_WORKLOAD, DEFAULT_WARMUP
 from whichshot.measure.lossless import with_lossless
 from whichshot.measure.quality import python_parses
@@ -39,8 +40,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     """A shots table of any version with the current schema's columns. Columns a version lacked
     are derived from what it recorded where they can be (version 1 -> 2: prompt_tokens_requested,
     gpu_energy_power_w, gpu_power_reliable against the counter; 2 -> 3: repetition, loops and the
-    gates the output alone decides; 3 -> 4: output_length from the workload, no trace), else null
-    (not measured)."""
+    gates the output alone decides; 3 -> 4: output_length from the workload, no trace; 4 -> 5: one
+    stream, llama.cpp's 512-token prefill chunk), else null (not measured)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -56,6 +57,9 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     continued = shots["workload"] == BASE_WORKLOAD
     shots.loc[before_traces & continued, "output_length"] = "fixed"
     shots.loc[before_traces & ~continued, "output_length"] = "natural"
+    before_load_axes = version < 5
+    shots.loc[before_load_axes, "parallel_streams"] = ONE_STREAM
+    shots.loc[before_load_axes, "prefill_chunk_tokens"] = DEFAULT_PREFILL_CHUNK
     return shots
 
 

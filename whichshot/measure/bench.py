@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from whichshot.engines.base import ONE_STREAM
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, Job
 from whichshot.measure.protocol import JobContext, prompt_of
 
@@ -42,6 +43,8 @@ def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str
         return "only warm series of the protocol grid are set against llama-bench (it times warm runs)"
     if job.spec_mode != NO_DRAFT:
         return "llama-bench does not draft: only series without speculative decoding are compared"
+    if job.streams != ONE_STREAM:
+        return "llama-bench times one stream: series of parallel streams are not compared"
     return None
 
 

@@ -1,20 +1,22 @@
 """The grid: config -> the list of series (jobs) it expands to. One job is one JSONL file.
 
 Axes: engine x model x prompt length x protocol (cold; warm x rest) x context window x
-prompt order x preconditioning (warm only) x repeat. Every control of seed 000 is an axis here.
+prompt order x preconditioning (warm only) x prefill chunk x parallel streams x repeat. Every
+control of seed 000 is an axis here, and seed 002's concurrency.
 """
 
 import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.spec_modes import applies
 
 # The grid's axes: each is a typed column of every shot (marked x-axis in shots.schema.yaml), and a
 # cell is the group of shots that share all of them. A series (one job, one repeat) is part of a cell.
 AXES = ("engine", "model", "workload", "text_kind", "prompt_tokens_requested", "protocol", "rest_s",
         "precondition_s", "context_tokens_requested", "order", "spec_mode", "engine_warmup", "trace",
-        "request_id")  # fmt: skip
+        "request_id", "prefill_chunk_tokens", "parallel_streams")  # fmt: skip
 DEFAULT_WARMUP = "engine_default"
 BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
 TRACE_WORKLOAD = "trace"  # a request of the user's own trace
@@ -46,6 +48,8 @@ class Job:
     engine_warmup: str = DEFAULT_WARMUP
     trace: str | None = None  # the trace and request of a trace job (None elsewhere)
     request_id: str | None = None
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK  # tokens per prefill step (llama.cpp -ub)
+    streams: int = ONE_STREAM  # requests in flight at once against one process of this many slots
 
     @property
     def prompt_key(self) -> str:
@@ -85,14 +89,23 @@ def _series_kinds(protocol: dict[str, Any]) -> list[tuple[str, float, float, int
     return kinds
 
 
-def _job_id(engine, model, length, name, rest_s, context, order, pre_s, warmup, repeat) -> str:
+def _job_id(engine, model, length, series_kind, context, order, warmup, load, repeat) -> str:
+    name, rest_s, pre_s, _ = series_kind
     shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s-pre{_label(pre_s)}s"
-    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}{_warmup_part(warmup)}.rep{repeat}"
+    extra = _warmup_part(warmup) + _load_part(*load)
+    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}{extra}.rep{repeat}"
 
 
 def _warmup_part(warmup: str) -> str:
     # Ids of the default warm-up stay as they were: runs before the axis existed resume.
     return "" if warmup == DEFAULT_WARMUP else f".warmup-{warmup}"
+
+
+def _load_part(chunk: int, streams: int) -> str:
+    """The id part of the prefill chunk and stream count: empty at their defaults, so ids of runs
+    from before these axes existed stay as they were and those runs resume."""
+    part = "" if chunk == DEFAULT_PREFILL_CHUNK else f".ub{chunk}"
+    return part + ("" if streams == ONE_STREAM else f".np{streams}")
 
 
 def expand_jobs(config: dict[str, Any]) -> list[Job]:
@@ -106,13 +119,16 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
         protocol["context_tokens"],
         protocol["orders"],
         protocol["engine_warmup"],
+        protocol["prefill_chunk_tokens"],
+        protocol["parallel_streams"],
         range(1, protocol["repeats"] + 1),
     )
     jobs = []
-    for engine, model, length, (name, rest_s, pre_s, n), context, order, warmup, repeat in axes:
-        job_id = _job_id(engine, model, length, name, rest_s, context, order, pre_s, warmup, repeat)
+    for engine, model, length, kind, context, order, warmup, chunk, streams, repeat in axes:
+        job_id = _job_id(engine, model, length, kind, context, order, warmup, (chunk, streams), repeat)
+        name, rest_s, pre_s, n = kind
         jobs.append(Job(job_id, engine, model, length, name, rest_s, context, order, pre_s, repeat, n,
-                        engine_warmup=warmup))  # fmt: skip
+                        engine_warmup=warmup, prefill_chunk=chunk, streams=streams))  # fmt: skip
     return jobs
 
 

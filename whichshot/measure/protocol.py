@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import requests
 
 from whichshot.atomic import JsonlJournal
-from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotRequest
+from whichshot.engines.base import ONE_STREAM, Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD, Job
@@ -24,8 +24,10 @@ from whichshot.measure.records import (
     empty_result_fields,
     engine_fields,
     output_fields,
+    stream_fields,
 )
 from whichshot.prepare.user_texts import user_source_pin
+from whichshot.spec_modes import kind_settings
 
 
 class ShotTelemetry(Protocol):
@@ -34,7 +36,12 @@ class ShotTelemetry(Protocol):
     def mark(self) -> None: ...
 
     def summarize(
-        self, t_start_s: float, t_end_s: float, output_tokens: int | None, engine_pid: int
+        self,
+        t_start_s: float,
+        t_end_s: float,
+        output_tokens: int | None,
+        engine_pid: int,
+        first_token_s: float | None = None,
     ) -> dict: ...
 
 
@@ -214,7 +221,7 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     host_load.start()
     t_start_s = time.monotonic()
     try:
-        outcome = state.server.shot(request)
+        outcomes = _send(ctx, state, request)
     except (WhichshotError, requests.RequestException) as exc:
         record.update(host_load.stop())
         # A dropped connection may come a moment before the process is seen dead: wait a little.
@@ -225,21 +232,32 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
         return _with_telemetry(ctx, record, None)
     record.update(host_load.stop())
-    state.shots_served += outcome.extra_requests  # a replay is a request this process served
+    outcome = outcomes[0]  # stream 1 of N: its output and timings fill the one-request columns
+    state.shots_served += sum(o.extra_requests for o in outcomes)  # a replay is a request served too
     record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))
     record.update(quality_fields(outcome, request.prompt_token_ids, prompt_of(ctx, variant)))
-    record.update(t_request_mono_s=outcome.t_request_s, t_end_mono_s=outcome.t_end_s)
+    record.update(stream_fields(outcomes, len(request.prompt_token_ids)))
+    record.update(t_request_mono_s=min(o.t_request_s for o in outcomes),
+                  t_end_mono_s=max(o.t_end_s for o in outcomes))  # fmt: skip
     record.update(status="ok", error=None, engine_died=False)
     return _with_telemetry(ctx, record, record["output_tokens"])
+
+
+def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[ShotOutcome]:
+    """The shot's request, or the same request on every one of the series' streams at once."""
+    if ctx.job.streams == ONE_STREAM:
+        return [state.server.shot(request)]
+    return state.server.shot_streams(request, ctx.job.streams)
 
 
 def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) -> dict:
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
         window = (record["t_request_mono_s"], record["t_end_mono_s"])
-        record.update(ctx.telemetry.summarize(*window, output_tokens, record["pid"]))
+        first_token_s = record.get("first_token_mono_s")
+        record.update(ctx.telemetry.summarize(*window, output_tokens, record["pid"], first_token_s))
     return record
 
 
@@ -286,6 +304,7 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "prompt_tokens": len(prompt_of(ctx, job.prompt_variant(position))["token_ids"]),
         "prompt_tokens_requested": job.prompt_tokens,
         "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
+        **ctx.engine.draft_limits(kind_settings(ctx.spec_params, ctx.engine.kind) or {}),
         "order": job.order,
         "precondition_s": job.precondition_s,
         "series_label": job.series_label,
@@ -297,6 +316,8 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "series_position": position,
         "series_length": job.series_length,
         "context_tokens_requested": ctx.settings.context_tokens,
+        "prefill_chunk_tokens": job.prefill_chunk,
+        "parallel_streams": job.streams,
         "output_tokens_requested": _output_budget(ctx),
         "output_length": output_length(ctx),
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),

@@ -21,6 +21,35 @@ def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
     return fields
 
 
+STREAM_COLUMNS = (
+    "streams_in_flight", "stream_decode_tok_s_mean", "stream_decode_tok_s_min", "stream_ttft_max_s",
+    "aggregate_decode_tok_s", "aggregate_output_tok_s", "streams_same_output",
+)  # fmt: skip
+
+
+def stream_fields(outcomes: list[ShotOutcome], prompt_tokens: int) -> dict[str, Any]:
+    """What N requests in flight at once did together (measured on our clock): each stream's decode
+    speed (mean, slowest), the longest TTFT, and the aggregate decode speed, every stream's tokens
+    after its first over the span from the earliest first token to the latest last one."""
+    timings = [client_fields(outcome, prompt_tokens) for outcome in outcomes]
+    decode = [t["decode_tok_s"] for t in timings if t["decode_tok_s"] is not None]
+    firsts = [t["first_token_mono_s"] for t in timings if t["first_token_mono_s"] is not None]
+    lasts = [t["last_token_mono_s"] for t in timings if t["last_token_mono_s"] is not None]
+    span_s = max(lasts) - min(firsts) if firsts and lasts else 0.0
+    after_first = sum(max(t["output_tokens"] - 1, 0) for t in timings)
+    wall_s = max(o.t_end_s for o in outcomes) - min(o.t_request_s for o in outcomes)
+    ttfts = [t["ttft_s"] for t in timings if t["ttft_s"] is not None]
+    return {
+        "streams_in_flight": len(outcomes),
+        "stream_decode_tok_s_mean": sum(decode) / len(decode) if decode else None,
+        "stream_decode_tok_s_min": min(decode) if decode else None,
+        "stream_ttft_max_s": max(ttfts) if ttfts else None,
+        "aggregate_decode_tok_s": after_first / span_s if span_s > 0 else None,
+        "aggregate_output_tok_s": sum(t["output_tokens"] for t in timings) / wall_s if wall_s > 0 else None,
+        "streams_same_output": len({tuple(o.output_token_ids) for o in outcomes}) == 1,
+    }
+
+
 def engine_fields(outcome: ShotOutcome) -> dict[str, Any]:
     """What the engine reported about the shot, under engine_* names."""
     timings = outcome.engine_timings
@@ -75,6 +104,6 @@ def empty_result_fields() -> dict[str, Any]:
         "stop_reason",
         "output_text", "output_sha256", "output_tokens_streamed", "output_ids_source", "extra_requests",
     ]  # fmt: skip
-    fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS])
+    fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS, *STREAM_COLUMNS])
     fields["output_token_ids"] = []
     return fields

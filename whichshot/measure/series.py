@@ -32,9 +32,18 @@ class RecorderTelemetry:
     def mark(self) -> None:
         self.recorder.mark()
 
-    def summarize(self, t_start_s: float, t_end_s: float, output_tokens: int | None, engine_pid: int) -> dict:
+    def summarize(
+        self,
+        t_start_s: float,
+        t_end_s: float,
+        output_tokens: int | None,
+        engine_pid: int,
+        first_token_s: float | None = None,
+    ) -> dict:
+        """The shot's telemetry columns; with the first token's time (first_token_mono_s) its
+        energy is split into prefill and decode too."""
         samples = self.recorder.samples_around(t_start_s, t_end_s)
-        summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens)
+        summary = summarize_shot(samples, t_start_s, t_end_s, output_tokens, first_token_s)
         return {
             **summary,
             "telemetry_gpus": "|".join(self.gpus.uuids) or None,

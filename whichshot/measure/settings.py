@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from whichshot.engines.base import ServerSettings
+from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM, ServerSettings
 
 
 def server_settings(
@@ -11,6 +11,8 @@ def server_settings(
     context_tokens: int,
     extra_args: tuple[str, ...] = (),
     warmup: str = "engine_default",
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+    streams: int = ONE_STREAM,
 ) -> ServerSettings:
     """How every process of this engine is started."""
     return ServerSettings(
@@ -21,5 +23,7 @@ def server_settings(
         gpu_layers=engine.get("gpu_layers", 0),  # only llama_cpp engines have the key
         extra_args=extra_args,
         warmup=warmup,
+        prefill_chunk=prefill_chunk,
+        streams=streams,
         engine_spec=engine,
     )

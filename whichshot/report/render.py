@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.report.claims import claim_rows, counts_line
 from whichshot.report.format import (
     KIND_LETTERS,
@@ -25,6 +26,7 @@ from whichshot.report.tables import (
     WORKLOAD_COLUMNS,
     build_tables,
     check_summary,
+    energy_verdict,
 )
 from whichshot.report.templating import ENV
 
@@ -61,6 +63,8 @@ def render_report(
             "trace_requests": TRACE_REQUEST_COLUMNS,
         },
         check_summary=check_summary,
+        energy_verdict=energy_verdict,
+        energy_unstable=ENERGY_UNSTABLE,
         kinds=KIND_WORDS,
         kind_letters=KIND_LETTERS,
         caveats=caveat_rows(caveats),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, format_value
 from whichshot.report.tables import (
     CHECKS,
@@ -20,6 +21,7 @@ from whichshot.report.tables import (
     EngineTable,
     build_tables,
     check_summary,
+    energy_verdict,
 )
 
 # Underscores inside words and '#' inside a line are inert in GitHub Markdown; these are not.
@@ -45,6 +47,16 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
+def _headline_cell(row: dict[str, Any], metric: str, numbers: dict[str, int]) -> str:
+    """A headline figure; an energy per token with its verdict (never a number without a counter)."""
+    figure = row["cells"].get(metric)
+    if metric not in ENERGY_UNSTABLE:
+        return _cell(figure, numbers)
+    if figure is None or figure["value"] is None:
+        return "not measured"
+    return f"{_cell(figure, numbers)} {md(energy_verdict(figure))}"
+
+
 def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
     header = ["engine", "model", "prompt tokens", "series", "which shot"]
     header += [md(f"{title} ({unit})") for _m, title, unit in HEADLINE_COLUMNS]
@@ -56,7 +68,7 @@ def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
             md(r["series"]),
             md(r["which_shot"]),
         ]
-        + [_cell(r["cells"].get(metric), numbers) for metric, *_ in HEADLINE_COLUMNS]
+        + [_headline_cell(r, metric, numbers) for metric, *_ in HEADLINE_COLUMNS]
         for r in rows
     ]
     return _table(header, body)

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
+from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import AXES
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
@@ -23,6 +24,8 @@ HEADLINE_COLUMNS = (
     ("decode_tok_s", "decode", "tok/s"),
     ("engine_prefill_tok_s", "prefill (engine)", "tok/s"),
     ("engine_decode_tok_s", "decode (engine)", "tok/s"),
+    ("energy_j_per_output_token", "J/output token", "J/token, counter"),
+    ("energy_j_per_prefill_token", "J/prefill token", "J/token, counter"),
     ("shots_ok", "ok", "shots"),
 )
 WORKLOAD_COLUMNS = (
@@ -67,6 +70,8 @@ DETAIL_COLUMNS = (
     ("gpu_power_median_w", "power, NVML median", "W"),
     ("gpu_energy_power_w", "power, energy counter", "W"),
     ("energy_j_per_token", "energy", "J/token"),
+    ("energy_j_per_output_token", "J/output token", "J/token, counter"),
+    ("energy_j_per_prefill_token", "J/prefill token", "J/token, counter"),
 )
 # Per-workload checks: (metric, short name, what a hit means)
 CHECKS = (
@@ -107,6 +112,19 @@ CEILING_METRICS = frozenset(
         "decode_share_of_ceiling",
         "prefill_ceiling_tok_s",
         "prefill_share_of_ceiling",
+    }
+)
+CHUNK_METRICS = frozenset({"prefill_tok_s_vs_largest_chunk", "prefill_dram_bytes"})
+CONCURRENCY_METRICS = frozenset(
+    {
+        "aggregate_decode_vs_one_stream",
+        "stream_decode_vs_one_stream",
+        "stream_decode_tok_s_mean",
+        "stream_decode_tok_s_min",
+        "aggregate_decode_tok_s",
+        "stream_ttft_max_s",
+        "context_tokens_engine",
+        "kv_cache_mib",
     }
 )
 # Aggregations that are a cell's statistic under its protocol's rule (the row's which-shot words).
@@ -244,6 +262,27 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         _section(
             records,
             shown,
+            "chunks",
+            "Prefill chunk size: speed and bytes moved",
+            "Seed 000's table: each cell's prefill speed over the cell with the largest chunk (unchunked "
+            "where that chunk holds the prompt), and the DRAM bytes one prefill moved (GPM's bandwidth "
+            "utilisation x the GPU's peak x the prefill's seconds: inferred; not measured on a CPU).",
+            lambda r: r["metric"] in CHUNK_METRICS,
+        ),
+        _section(
+            records,
+            shown,
+            "concurrency",
+            "Concurrency against capacity",
+            "Seed 002's one stream against two: N requests in flight against a process of N slots. Each "
+            "stream's decode speed, the aggregate, the longest TTFT under contention, and the context and "
+            "KV cache each setting leaves (engine-reported). With N streams the other tables' figures "
+            "describe stream 1.",
+            lambda r: r["metric"] in CONCURRENCY_METRICS,
+        ),
+        _section(
+            records,
+            shown,
             "constants",
             "Constants our judgments rest on",
             "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
@@ -274,9 +313,18 @@ def named_metrics() -> frozenset[str]:
     columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_ENGINE, VS_REFERENCE,
                TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS, COUNT_RATIOS, SHARES)  # fmt: skip
     named = {row[0] for table in columns for row in table} | {constant.metric for constant in CONSTANTS}
-    statistics = (*cells.CELL_COLUMNS, *cells.WORKLOAD_COLUMNS, *cells.DRAFTED_COLUMNS, *cells.TRACE_COLUMNS)
+    statistics = (*cells.CELL_COLUMNS, *cells.WORKLOAD_COLUMNS, *cells.DRAFTED_COLUMNS, *cells.TRACE_COLUMNS,
+                  *cells.STREAM_COLUMNS)  # fmt: skip
     return frozenset(
-        named.union(SERIES_METRICS, CROSSCHECK_METRICS, CLOCK_METRICS, CEILING_METRICS, statistics)
+        named.union(
+            SERIES_METRICS,
+            CROSSCHECK_METRICS,
+            CLOCK_METRICS,
+            CEILING_METRICS,
+            CHUNK_METRICS,
+            CONCURRENCY_METRICS,
+            statistics,
+        )  # fmt: skip
     )
 
 
@@ -293,9 +341,12 @@ def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
             "shot_index",
             "prompt_tokens_requested",
             "context_tokens_requested",
+            "prefill_chunk_tokens",
+            "parallel_streams",
         ):
             row[key] = None if pd.isna(row.get(key)) else row[key]
-        for key in ("prompt_tokens_requested", "context_tokens_requested", "shot_index"):
+        for key in ("prompt_tokens_requested", "context_tokens_requested", "shot_index",
+                    "prefill_chunk_tokens", "parallel_streams"):  # fmt: skip
             row[key] = None if row[key] is None else int(row[key])
         for key in ("workload", "text_kind", "spec_mode", "engine", "model", "protocol", "order", "trace",
                     "request_id"):  # fmt: skip
@@ -444,3 +495,15 @@ def check_summary(row: dict[str, Any]) -> list[dict[str, Any]]:
             {"figure": figure, "name": name, "meaning": meaning, "hits": round(figure["value"] * n), "n": n}
         )
     return found
+
+
+def energy_verdict(figure: dict[str, Any] | None) -> str:
+    """An energy-per-token figure's verdict in words: 'not measured' without a value, 'unstable'
+    where its stability caveat fired, else 'stable'; 'from a back-to-back series of K shots' where
+    it used one (the figure's note says what the verdict rests on)."""
+    if figure is None or figure["value"] is None:
+        return "not measured"
+    word = "unstable" if ENERGY_UNSTABLE[figure["metric"]] in figure["caveat_ids"] else "stable"
+    if "back-to-back series" in figure["which_shot"]:
+        word += f", from a back-to-back series of {len(figure['shot_ids'])} shots"
+    return word

@@ -2,10 +2,20 @@
 
 import statistics
 from collections.abc import Sequence
+from itertools import pairwise
 
 from whichshot.telemetry.base import Sample
 from whichshot.telemetry.nvml import REASON_ORDER, THERMAL_REASONS
 
+# The energy counter split at the first token, and the counter updates each part rests on.
+PHASE_COLUMNS: tuple[str, ...] = (
+    "prefill_gpu_energy_j",
+    "decode_gpu_energy_j",
+    "energy_split_gap_s",
+    "energy_counter_updates",
+    "prefill_energy_counter_updates",
+    "decode_energy_counter_updates",
+)
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "sm_clock_median_mhz",
     "sm_clock_min_mhz",
@@ -15,10 +25,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "gpu_energy_j",
     "gpu_energy_power_w",
     "energy_j_per_token",
+    *PHASE_COLUMNS,
     "gpu_temp_max_c",
     "throttle_reasons_seen",
     "thermal_throttle_seen",
     "dram_bw_util_median_pct",
+    "prefill_dram_bw_util_median_pct",
     "sm_util_median_pct",
     "cpu_freq_median_mhz",
     "cpu_energy_j",
@@ -78,6 +90,59 @@ def counter_delta(samples: Sequence[Sample], column: str, t_start_s: float, t_en
     return delta if delta >= 0 else None  # a counter that went back was reset: no value
 
 
+def _counter_readings(samples: Sequence[Sample], column: str, t_start_s: float, t_end_s: float) -> list:
+    """(t, value) of the counter from the last reading at/before t_start to the first at/after t_end;
+    [] when either end has no reading or the counter went back inside (a reset)."""
+    readings = sorted((s["t_mono_s"], s[column]) for s in samples if s.get(column) is not None)
+    first = max((i for i, (t, _) in enumerate(readings) if t <= t_start_s), default=None)
+    last = min((i for i, (t, _) in enumerate(readings) if t >= t_end_s), default=None)
+    if first is None or last is None:
+        return []
+    window = readings[first : last + 1]
+    if any(b < a for (_, a), (_, b) in pairwise(window)):
+        return []
+    return window
+
+
+def _updates(readings: list) -> int:
+    """How many readings show a value that differs from the reading before them."""
+    return sum(b != a for (_, a), (_, b) in pairwise(readings))
+
+
+def energy_phases(
+    samples: Sequence[Sample], t_start_s: float, t_end_s: float, first_token_s: float | None
+) -> dict:
+    """The shot's counter energy split at the first token into prefill and decode, and how many
+    counter updates each part rests on.
+
+    NVML's counter is read only every ENERGY_INTERVAL_S and at mark() (the shot's edges), so the
+    first token usually falls between two readings a and b: the counter there is interpolated in
+    time between them, which misplaces at most energy_split_gap_s × the power swing inside [a, b]
+    (energy_split_gap_s: seconds from the first token to the nearer of a and b; 0 when a reading
+    falls on it). prefill + decode = gpu_energy_j. Updates count the readings whose value moved:
+    the prefill's up to a, the decode's from b on (the interval holding the first token is the
+    split's, in neither), the shot's across its whole window."""
+    phases: dict = dict.fromkeys(PHASE_COLUMNS)
+    readings = _counter_readings(samples, "gpu_energy_j", t_start_s, t_end_s)
+    if not readings:
+        return phases
+    phases["energy_counter_updates"] = _updates(readings)
+    if first_token_s is None or not t_start_s <= first_token_s <= t_end_s:
+        return phases
+    a = max(i for i, (t, _) in enumerate(readings) if t <= first_token_s)
+    b = min(i for i, (t, _) in enumerate(readings) if t >= first_token_s)
+    (t_a, e_a), (t_b, e_b) = readings[a], readings[b]
+    e_first = e_a if b == a else e_a + (e_b - e_a) * (first_token_s - t_a) / (t_b - t_a)
+    phases.update(
+        prefill_gpu_energy_j=e_first - readings[0][1],
+        decode_gpu_energy_j=readings[-1][1] - e_first,
+        energy_split_gap_s=min(first_token_s - t_a, t_b - first_token_s),
+        prefill_energy_counter_updates=_updates(readings[: a + 1]),
+        decode_energy_counter_updates=_updates(readings[b:]),
+    )
+    return phases
+
+
 def _union_in_order(labels: list[str], order: Sequence[str]) -> list[str]:
     """Distinct '|'-separated names of labels, known ones in `order`, others after, sorted."""
     seen = {name for label in labels for name in label.split("|") if name}
@@ -109,20 +174,35 @@ def _per_token(energy_j: float | None, output_tokens: int | None) -> float | Non
     return energy_j / output_tokens
 
 
-def summarize_shot(samples: Sequence[Sample], t_start_s: float, t_end_s: float, output_tokens: int) -> dict:
+def _prefill_median(window: Sequence[Sample], first_token_s: float | None, column: str) -> float | None:
+    """The median of a column over the shot's samples up to its first token (None without one)."""
+    if first_token_s is None:
+        return None
+    return _median([s for s in window if s["t_mono_s"] <= first_token_s], column)
+
+
+def summarize_shot(
+    samples: Sequence[Sample],
+    t_start_s: float,
+    t_end_s: float,
+    output_tokens: int | None,
+    first_token_s: float | None = None,
+) -> dict:
     """SUMMARY_COLUMNS for one shot; None wherever nothing was measured.
 
     Medians, minima and maxima use samples with t_mono_s in [t_start_s, t_end_s]; energies are
     counter deltas from the last reading at/before t_start_s to the first at/after t_end_s, so
     pass samples reaching past both ends (TelemetryRecorder.samples_around does). The energy
     then covers a little more than the shot: as little as the counter's own update period
-    (~100 ms on an H200) when TelemetryRecorder.mark() was called at both edges.
+    (~100 ms on an H200) when TelemetryRecorder.mark() was called at both edges. With the first
+    token's time (first_token_s) the energy is split into prefill and decode (energy_phases).
     """
     window = [s for s in samples if t_start_s <= s["t_mono_s"] <= t_end_s]
     power_median_w = _median(window, "gpu_power_w")
     gpu_energy_j = counter_delta(samples, "gpu_energy_j", t_start_s, t_end_s)
     energy_power_w = counter_power_w(gpu_energy_j, t_end_s - t_start_s)
     throttle_seen, thermal_seen = _throttle(window)
+    phases = energy_phases(samples, t_start_s, t_end_s, first_token_s)
     return {
         "sm_clock_median_mhz": _median(window, "gpu_sm_clock_mhz"),
         "sm_clock_min_mhz": _min(window, "gpu_sm_clock_mhz"),
@@ -132,10 +212,12 @@ def summarize_shot(samples: Sequence[Sample], t_start_s: float, t_end_s: float, 
         "gpu_energy_j": gpu_energy_j,
         "gpu_energy_power_w": energy_power_w,
         "energy_j_per_token": _per_token(gpu_energy_j, output_tokens),
+        **phases,
         "gpu_temp_max_c": _max(window, "gpu_temp_c"),
         "throttle_reasons_seen": throttle_seen,
         "thermal_throttle_seen": thermal_seen,
         "dram_bw_util_median_pct": _median(window, "gpu_dram_bw_util_pct"),
+        "prefill_dram_bw_util_median_pct": _prefill_median(window, first_token_s, "gpu_dram_bw_util_pct"),
         "sm_util_median_pct": _median(window, "gpu_sm_util_pct"),
         "cpu_freq_median_mhz": _median(window, "cpu_freq_mhz"),
         "cpu_energy_j": counter_delta(samples, "cpu_energy_j", t_start_s, t_end_s),

@@ -39,7 +39,13 @@ def main(smk):
         model=model,
         prompts=prompts,
         settings=server_settings(
-            engine_spec, smk.params.server, job.context_tokens, spec_args, job.engine_warmup
+            engine_spec,
+            smk.params.server,
+            job.context_tokens,
+            spec_args,
+            job.engine_warmup,
+            job.prefill_chunk,
+            job.streams,
         ),
         output_tokens=smk.params.protocol["output_tokens"],
         workload_output_tokens=smk.params.workloads["max_output_tokens"],

@@ -1,7 +1,7 @@
 """Caveats about sensor readings and the power wall: sensors not read or read from a weaker source,
 sensors that stopped, summaries of too few samples, power medians that disagree with the energy
-counter, energy of shots too short for the counter, clocks that dropped with thermals normal, and
-warm speeds the clock does not explain."""
+counter, energy of shots too short for the counter, energy per token that fails the stability
+rule, clocks that dropped with thermals normal, and warm speeds the clock does not explain."""
 
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import Finding, columns_from, flag_false, ids, whole_cells
@@ -19,6 +19,7 @@ from whichshot.figures.constants import (
     ENERGY_UNCERTAINTY_LIMIT,
     MIN_TELEMETRY_SAMPLES,
 )
+from whichshot.figures.energy_figures import ENERGY_PHASE, UNSTABLE, energy_verdict
 from whichshot.figures.statistic import ok_rows
 from whichshot.measure.aggregate import VERSION_1_GPU
 from whichshot.telemetry.gpus import SEEN_ON_SAMPLED
@@ -143,6 +144,47 @@ def energy_counter_uncertain(catalog: Catalog) -> Finding | None:
     )
 
 
+def _energy_unstable(catalog: Catalog, caveat_id: str, metric: str, words: str) -> Finding | None:
+    """The energy figures of this metric whose shots fail the stability rule (a counter exists:
+    a cell without one has no such figure, or one without a value)."""
+    phase = ENERGY_PHASE[metric]
+    by_id = catalog.shots.set_index("shot_id", drop=False)
+    found = []
+    for f in catalog.figures:
+        if f.metric == metric and f.value is not None:
+            verdict = energy_verdict(by_id.loc[f.shot_ids], phase)
+            if verdict.state == UNSTABLE:
+                found.append((f, verdict))
+    if not found:
+        return None
+    examples = "; ".join(f"{f.cell_id}: {'; '.join(v.reasons)}" for f, v in found[:2])
+    return Finding(
+        caveat_id,
+        f"{len(found)} cell(s)' {words} rest on counter energy that fails the stability rule (enough "
+        "counter updates, first token near a counter reading, steady SM clock, NVML power agreeing "
+        f"with the counter, no thermal slowdown): a number, not a trustworthy one. E.g. {examples}.",
+        frozenset(s for f, _ in found for s in f.shot_ids),
+        columns=frozenset({phase.energy}),
+    )
+
+
+# The caveat each energy-per-token metric carries where it fails the stability rule.
+ENERGY_UNSTABLE = {
+    "energy_j_per_output_token": "output_token_energy_unstable",
+    "energy_j_per_prefill_token": "prefill_token_energy_unstable",
+}
+
+
+def output_token_energy_unstable(catalog: Catalog) -> Finding | None:
+    metric = "energy_j_per_output_token"
+    return _energy_unstable(catalog, ENERGY_UNSTABLE[metric], metric, "J per output token")
+
+
+def prefill_token_energy_unstable(catalog: Catalog) -> Finding | None:
+    metric = "energy_j_per_prefill_token"
+    return _energy_unstable(catalog, ENERGY_UNSTABLE[metric], metric, "J per prefill token")
+
+
 def clock_dropped_thermal_normal(catalog: Catalog) -> Finding | None:
     dropped = []
     for pair, rows in group_cells(catalog.shots, ("engine", "model")):
@@ -197,6 +239,8 @@ TELEMETRY_RULES = (
     few_telemetry_samples,
     power_reading_unreliable,
     energy_counter_uncertain,
+    output_token_energy_unstable,
+    prefill_token_energy_unstable,
     clock_dropped_thermal_normal,
     cycle_count_changed,
 )

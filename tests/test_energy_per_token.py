@@ -1,0 +1,285 @@
+"""Energy you can trust (issue 19): the counter energy of a shot split at its first token, and the
+stability rule of each cell's J per output token and per prefill token, on the H200 samples
+committed under results/reference/h200 and on a CPU-only run (no counter: not measured)."""
+
+from functools import cache
+
+import pandas as pd
+import pytest
+
+from tests.reference_energy import REFERENCE, resummarized_shots
+from whichshot.figures.aggregations import recompute
+from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, MIN_ENERGY_COUNTER_UPDATES
+from whichshot.figures.energy_figures import ENERGY_PHASE, NOT_MEASURED, STABLE, UNSTABLE, energy_verdict
+from whichshot.figures.table import compute_figures, write_figure_tables
+from whichshot.measure.aggregate import read_shots
+from whichshot.measure.grid import AXES
+from whichshot.measure.series import RecorderTelemetry
+from whichshot.report.summary import render_summary
+from whichshot.telemetry.base import NVML_COLUMNS, SAMPLE_COLUMNS, Reading
+from whichshot.telemetry.recorder import TelemetryRecorder
+from whichshot.telemetry.summary import PHASE_COLUMNS, summarize_shot
+
+H200 = REFERENCE / "h200"
+OUTPUT, PREFILL = ENERGY_PHASE["energy_j_per_output_token"], ENERGY_PHASE["energy_j_per_prefill_token"]
+# A cell of long decodes (a 0.5B model recalling a 1024-token document back to back) and the
+# synthetic 8B's 16K-token prefill with 64 output tokens (1.3 s shots).
+RECALL_WARM = "llama_cpp_cuda/qwen_coder_0p5b/verbatim_recall/real/p1024/warm/rest0s/pre0s/ctx4096/same/none"
+BIG_PREFILL = (
+    "llama_cpp_cuda/synthetic_8b/continue_text/real/p16384/warm/rest{rest}s/pre0s/ctx20480/same/none"
+)
+
+
+@cache
+def _resummarized(name: str) -> pd.DataFrame:
+    return resummarized_shots(H200 / name)
+
+
+def shots_of(name: str) -> pd.DataFrame:
+    """A fresh copy each time: no test sees another's changes, whatever the order."""
+    return _resummarized(name).copy(deep=True)
+
+
+@cache
+def _figures(name: str) -> tuple:
+    return compute_figures(shots_of(name), [], 0.7)
+
+
+def energy_figure(name: str, cell_prefix: str, metric: str):
+    figures, _caveats = _figures(name)
+    (found,) = [
+        f
+        for f in figures
+        if f.metric == metric and f.cell_id.startswith(cell_prefix) and f.shot_index is None
+    ]
+    return found
+
+
+def cited(shots: pd.DataFrame, figure) -> pd.DataFrame:
+    return shots.set_index("shot_id", drop=False).loc[figure.shot_ids]
+
+
+# --- the split of one shot ----------------------------------------------------------------------
+
+
+def _samples(readings: list[tuple[float, float | None]]) -> list[dict]:
+    samples = []
+    for t, energy in readings:
+        sample = dict.fromkeys(SAMPLE_COLUMNS)
+        sample.update(t_mono_s=t, gpu_energy_j=energy, gpu_power_w=500.0)
+        samples.append(sample)
+    return samples
+
+
+def test_split_at_a_reading_is_exact_and_between_readings_interpolated():
+    # counter read at 0 (mark), 1.0 (tick), 2.0 (tick), 2.5 (mark); 0.25 s ticks between carry no energy
+    readings = [(0.0, 1000.0), (0.5, None), (1.0, 1700.0), (1.5, None), (2.0, 2100.0), (2.5, 2300.0)]
+    at_reading = summarize_shot(_samples(readings), 0.01, 2.49, 64, first_token_s=1.0)
+    assert at_reading["prefill_gpu_energy_j"] == pytest.approx(700.0)
+    assert at_reading["decode_gpu_energy_j"] == pytest.approx(600.0)
+    assert at_reading["energy_split_gap_s"] == 0.0
+    assert (at_reading["prefill_energy_counter_updates"], at_reading["decode_energy_counter_updates"]) == (
+        1,
+        2,
+    )
+    assert at_reading["energy_counter_updates"] == 3
+    between = summarize_shot(_samples(readings), 0.01, 2.49, 64, first_token_s=1.25)
+    assert between["prefill_gpu_energy_j"] == pytest.approx(700.0 + 400.0 * 0.25)  # a quarter of 1.0-2.0
+    assert between["prefill_gpu_energy_j"] + between["decode_gpu_energy_j"] == pytest.approx(1300.0)
+    assert between["energy_split_gap_s"] == pytest.approx(0.25)
+    # the update 1.0 -> 2.0 holds the first token: it is the split's, counted in neither part
+    assert (between["prefill_energy_counter_updates"], between["decode_energy_counter_updates"]) == (1, 1)
+    assert between["energy_counter_updates"] == 3
+
+
+def test_no_counter_or_no_first_token_gives_no_split():
+    cpu = summarize_shot(_samples([(0.0, None), (1.0, None), (2.0, None)]), 0.1, 1.9, 10, first_token_s=0.5)
+    assert {c: cpu[c] for c in PHASE_COLUMNS} == dict.fromkeys(PHASE_COLUMNS)
+    failed = summarize_shot(_samples([(0.0, 10.0), (1.0, 20.0)]), 0.1, 0.9, None, first_token_s=None)
+    assert failed["prefill_gpu_energy_j"] is None and failed["energy_counter_updates"] == 1
+    reset = summarize_shot(
+        _samples([(0.0, 900.0), (1.0, 5.0), (2.0, 950.0)]), 0.1, 1.9, 10, first_token_s=0.5
+    )
+    assert {c: reset[c] for c in PHASE_COLUMNS} == dict.fromkeys(PHASE_COLUMNS)
+
+
+class _EnergyCounter:
+    """A GPU whose counter rises 600 J per second of the times it is asked at."""
+
+    name = "nvml"
+    columns = NVML_COLUMNS
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def read(self, full: bool = False) -> Reading:
+        return Reading({"gpu_energy_j": 600.0 * self.t})
+
+    def close(self) -> None:
+        pass
+
+
+def test_recorder_telemetry_passes_the_first_token_on():
+    backend = _EnergyCounter()
+    recorder = TelemetryRecorder([backend])
+    for t in (0.0, 1.0, 2.0, 3.0):
+        backend.t = t
+        recorder.sample_once(t_mono_s=t)
+    telemetry = RecorderTelemetry(recorder, [])
+    split = telemetry.summarize(0.0, 3.0, 64, engine_pid=1, first_token_s=2.0)
+    assert (split["prefill_gpu_energy_j"], split["decode_gpu_energy_j"]) == (1200.0, 600.0)
+    assert telemetry.summarize(0.0, 3.0, 64, 1)["prefill_gpu_energy_j"] is None  # as before the split
+
+
+def test_the_split_of_recorded_h200_shots_adds_up_to_the_recorded_energy():
+    for name in ("synthetic_8b", "workloads"):
+        ok = shots_of(name).query("status == 'ok'")
+        assert ok["prefill_gpu_energy_j"].notna().all()
+        # the samples give back the energy each shot recorded, to the joule
+        recomputed = ok["recomputed_gpu_energy_j"].astype(float)
+        assert (recomputed - ok["gpu_energy_j"]).abs().max() < 1e-6
+        total = ok["prefill_gpu_energy_j"] + ok["decode_gpu_energy_j"]
+        assert (total - ok["gpu_energy_j"]).abs().max() < 1e-6
+        assert (ok["prefill_gpu_energy_j"] >= 0).all() and (ok["decode_gpu_energy_j"] >= 0).all()
+        parts = ok["prefill_energy_counter_updates"] + ok["decode_energy_counter_updates"]
+        assert (parts <= ok["energy_counter_updates"]).all()
+        # the counter is read every second: the first token is never more than 0.5 s from a reading
+        # plus the shot's edges (a 0.9 s prefill's first token may sit 0.9 s after the start mark)
+        assert ok["energy_split_gap_s"].between(0, 1.0).all()
+
+
+# --- the stability rule -------------------------------------------------------------------------
+
+
+def test_a_long_decode_cell_on_the_h200_is_stable():
+    shots = shots_of("workloads")
+    figure = energy_figure("workloads", RECALL_WARM, OUTPUT.metric)
+    rows = cited(shots, figure)
+    verdict = energy_verdict(rows, OUTPUT)
+    assert verdict.state == STABLE, verdict.text
+    assert rows[OUTPUT.updates].sum() >= MIN_ENERGY_COUNTER_UPDATES
+    assert figure.value == pytest.approx(rows["decode_gpu_energy_j"].sum() / rows["output_tokens"].sum())
+    assert figure.kind == "derived" and figure.unit == "J/token"
+    assert figure.columns == ["decode_gpu_energy_j", "output_tokens"]
+    assert figure.note.startswith("energy verdict: stable")
+    assert "output_token_energy_unstable" not in figure.caveat_ids
+    # its shots are the warm rule's, as every statistic of the cell
+    decode = energy_figure("workloads", RECALL_WARM, "decode_tok_s")
+    assert figure.shot_ids == decode.shot_ids
+    # the same cell's prefill (about 0.04 s a shot, never two counter readings apart) is not
+    prefill = energy_figure("workloads", RECALL_WARM, PREFILL.metric)
+    assert energy_verdict(cited(shots, prefill), PREFILL).state == UNSTABLE
+    assert "prefill_token_energy_unstable" in prefill.caveat_ids
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"sm_clock_median_mhz": 1980.0 * (1 - 2 * ENERGY_CLOCK_SPREAD)}, "SM clock medians spread"),
+        ({"gpu_power_reliable": False}, "NVML power agrees with the counter in 2 of 3"),
+        ({"thermal_throttle_seen": True}, "thermal slowdown in 1 of 3"),
+    ],
+)
+def test_the_stable_cell_turns_unstable_when_one_shot_breaks_a_condition(change, reason):
+    shots = shots_of("workloads")
+    rows = cited(shots, energy_figure("workloads", RECALL_WARM, OUTPUT.metric)).copy()
+    assert len(rows) == 3
+    for column, value in change.items():
+        rows[column] = rows[column].astype(object)
+        rows.iloc[0, rows.columns.get_loc(column)] = value
+    verdict = energy_verdict(rows, OUTPUT)
+    assert verdict.state == UNSTABLE and any(r.startswith(reason) for r in verdict.reasons), verdict.text
+
+
+def test_short_shots_in_a_back_to_back_series_are_summed_over_the_series_and_still_unstable():
+    shots = shots_of("synthetic_8b")
+    figure = energy_figure("synthetic_8b", BIG_PREFILL.format(rest=0), OUTPUT.metric)
+    # each 0.38 s decode holds about one counter update: the series gives shots 2-6, not the rule's 3-6
+    assert figure.which_shot.startswith("warm: from a back-to-back series of 5 shots")
+    assert figure.shot_indices == "2-6"
+    rows = cited(shots, figure)
+    assert (rows[OUTPUT.updates] < MIN_ENERGY_COUNTER_UPDATES).all()
+    verdict = energy_verdict(rows, OUTPUT)
+    assert verdict.state == UNSTABLE
+    assert any("counter updates" in r for r in verdict.reasons)
+    assert any(r.startswith("first token") for r in verdict.reasons)  # 0.38 s windows, 1 s readings
+    assert figure.value == pytest.approx(rows["decode_gpu_energy_j"].sum() / rows["output_tokens"].sum())
+    assert "output_token_energy_unstable" in figure.caveat_ids
+    _figures_list, caveats = _figures("synthetic_8b")
+    (caveat,) = [c for c in caveats if c["caveat_id"] == "output_token_energy_unstable"]
+    assert figure.figure_id in caveat["figure_ids"]
+    assert all(fid.endswith("energy_j_per_output_token") for fid in caveat["figure_ids"])
+
+
+def test_a_rested_series_is_not_back_to_back_and_keeps_the_warm_rule():
+    figure = energy_figure("synthetic_8b", BIG_PREFILL.format(rest=3), OUTPUT.metric)
+    assert "back-to-back" not in figure.which_shot and figure.shot_indices == "3-6"
+    verdict = energy_verdict(cited(shots_of("synthetic_8b"), figure), OUTPUT)
+    # after a 3 s rest NVML's trailing power average lags the counter in every shot
+    assert verdict.state == UNSTABLE
+    assert "NVML power agrees with the counter in 0 of 4 shots" in verdict.reasons
+
+
+def test_shots_recorded_before_the_split_have_a_counter_but_no_energy_per_token():
+    shots = read_shots(H200 / "synthetic_8b" / "shots.parquet")  # as committed: no phase columns
+    figures, caveats = compute_figures(shots, [], 0.7)
+    energy = [f for f in figures if f.metric in (OUTPUT.metric, PREFILL.metric)]
+    assert energy and all(f.value is None for f in energy)
+    assert all(f.note.startswith("energy verdict: not measured") for f in energy)
+    assert not {c["caveat_id"] for c in caveats} & {
+        "output_token_energy_unstable",
+        "prefill_token_energy_unstable",
+    }
+
+
+# --- no counter: not measured -------------------------------------------------------------------
+
+
+def test_cpu_only_shots_give_not_measured_and_no_number(tmp_path):
+    shots = read_shots(REFERENCE / "cpu_default" / "shots.parquet")
+    assert shots["gpu_energy_j"].isna().all()
+    for phase in (OUTPUT, PREFILL):
+        assert energy_verdict(shots[shots["status"] == "ok"], phase).state == NOT_MEASURED
+    figures, caveats = compute_figures(shots, [], 0.7)
+    assert not [f for f in figures if f.metric in (OUTPUT.metric, PREFILL.metric)]
+    write_figure_tables(figures, caveats, tmp_path / "figures.parquet", tmp_path / "caveats.parquet")
+    summary = render_summary(
+        pd.read_parquet(tmp_path / "figures.parquet"), pd.read_parquet(tmp_path / "caveats.parquet"), "cpu"
+    )
+    headline = summary.split("## Cold and warm")[1].split("\n## ")[0]
+    header, _rule, *rows = [line for line in headline.splitlines() if line.startswith("|")]
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    at = columns.index("J/output token (J/token, counter)")
+    assert rows and all(row.strip("|").split("|")[at].strip() == "not measured" for row in rows)
+
+
+def test_the_headline_shows_each_cells_energy_with_its_verdict(tmp_path):
+    figures, caveats = _figures("synthetic_8b")
+    write_figure_tables(figures, caveats, tmp_path / "figures.parquet", tmp_path / "caveats.parquet")
+    summary = render_summary(
+        pd.read_parquet(tmp_path / "figures.parquet"), pd.read_parquet(tmp_path / "caveats.parquet"), "h200"
+    )
+    headline = summary.split("## Cold and warm")[1].split("\n## ")[0]
+    assert (
+        "J/output token (J/token, counter)" in headline and "J/prefill token (J/token, counter)" in headline
+    )
+    assert "unstable, from a back-to-back series of 5 shots" in headline
+    value = energy_figure("synthetic_8b", BIG_PREFILL.format(rest=0), OUTPUT.metric).value
+    assert f"{value:.2f} D" in headline
+
+
+def test_every_energy_figure_recomputes_from_exactly_the_shots_it_cites():
+    for name in ("synthetic_8b", "workloads"):
+        shots = shots_of(name)
+        figures, _caveats = _figures(name)
+        energy = [f for f in figures if f.metric in (OUTPUT.metric, PREFILL.metric)]
+        assert len(energy) == 2 * shots.groupby("job_id").ngroups // _series_per_cell(shots)
+        by_id = shots.set_index("shot_id", drop=False)
+        for f in energy:
+            assert f.value is not None and f.kind == "derived"
+            assert recompute(f.as_row(), by_id, {}) == pytest.approx(f.value)
+
+
+def _series_per_cell(shots: pd.DataFrame) -> int:
+    (repeats,) = shots.groupby(list(AXES), dropna=False)["job_id"].nunique().unique()
+    return int(repeats)

@@ -1,0 +1,161 @@
+"""Energy per token you can trust: per cell, J per output token (decode energy, first token to end)
+and J per prefill token (request to first token) from the GPU's energy counter, each with a
+stability verdict (enough counter updates, the first token near a counter reading, steady clock,
+power and counter agreeing, no thermal slowdown). Where each shot of a back-to-back warm series is
+too short, the series as a whole gives the figure, and its label says so. No counter (a CPU run):
+no figure at all."""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from whichshot.figures import figure
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.cells import Cell, group_cells, series_of
+from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, ENERGY_SPLIT_LIMIT, MIN_ENERGY_COUNTER_UPDATES
+from whichshot.figures.statistic import Selection, index_ranges, longest_run
+
+
+def energy_figures(catalog: Catalog) -> list[figure.Figure]:
+    shots = catalog.shots
+    figures = []
+    for cell, rows in group_cells(shots):
+        if _has_counter(shots, cell) and not (rows["status"] == "skipped").all():
+            figures += [_energy(catalog, cell, rows, phase) for phase in ENERGY_PHASES]
+    return figures
+
+
+@dataclass(frozen=True)
+class EnergyPhase:
+    """One energy-per-token figure: the shots' energy of one part of the shot over their tokens."""
+
+    metric: str
+    energy: str  # the shot column of that part's counter energy
+    tokens: str  # the tokens it is divided by
+    updates: str  # counter updates that part rests on
+    window: tuple[str, str]  # the shot columns its window runs between
+    words: str
+
+
+ENERGY_PHASES = (
+    EnergyPhase("energy_j_per_output_token", "decode_gpu_energy_j", "output_tokens",
+                "decode_energy_counter_updates", ("first_token_mono_s", "t_end_mono_s"),
+                "decode energy (first token to end) over output tokens"),
+    EnergyPhase("energy_j_per_prefill_token", "prefill_gpu_energy_j", "prompt_tokens",
+                "prefill_energy_counter_updates", ("t_request_mono_s", "first_token_mono_s"),
+                "prefill energy (request to first token) over prompt tokens"),
+)  # fmt: skip
+ENERGY_PHASE = {phase.metric: phase for phase in ENERGY_PHASES}
+STABLE, UNSTABLE, NOT_MEASURED = "stable", "unstable", "not measured"
+
+
+@dataclass(frozen=True)
+class EnergyVerdict:
+    """Whether an energy-per-token figure can be trusted, and why (or why not)."""
+
+    state: str  # STABLE, UNSTABLE or NOT_MEASURED
+    reasons: tuple[str, ...]  # why unstable or not measured; for stable, what it rests on
+
+    @property
+    def text(self) -> str:
+        return f"{self.state}: {'; '.join(self.reasons)}" if self.reasons else self.state
+
+
+def _has_counter(shots: pd.DataFrame, cell: Cell) -> bool:
+    """The engine's shots read an energy counter (a CPU run's have none: no energy figure at all)."""
+    return bool(shots.loc[shots["engine"] == cell["engine"], "gpu_energy_j"].notna().any())
+
+
+def energy_verdict(rows: pd.DataFrame, phase: EnergyPhase) -> EnergyVerdict:
+    """The stability rule on the shots an energy figure uses. Stable when their windows of this
+    part hold at least MIN_ENERGY_COUNTER_UPDATES counter updates, the first token lies within
+    ENERGY_SPLIT_LIMIT of the windows' time from a counter reading, their SM clock medians spread
+    at most ENERGY_CLOCK_SPREAD, NVML's power agrees with the counter in every one
+    (gpu_power_reliable) and none saw a thermal slowdown; not measured without counter energy."""
+    streams = pd.to_numeric(rows.get("parallel_streams", pd.Series(dtype=float)), errors="coerce").max()
+    if streams > 1:
+        return EnergyVerdict(NOT_MEASURED, (f"{streams:g} streams in flight share the counter and the shot "
+                                            "counts stream 1's tokens",))  # fmt: skip
+    used = rows[rows[phase.energy].notna()] if len(rows) else rows
+    if used.empty:
+        return EnergyVerdict(NOT_MEASURED, ("no counter energy for this part of the shots",))
+    n = len(used)
+    updates = int(used[phase.updates].fillna(0).sum())
+    seconds = float((used[phase.window[1]] - used[phase.window[0]]).sum())
+    split = float(used["energy_split_gap_s"].sum()) / seconds if seconds > 0 else float("inf")
+    clocks = used["sm_clock_median_mhz"].dropna()
+    spread = (clocks.max() - clocks.min()) / clocks.median() if len(clocks) else None
+    agree, thermal = _count_true(used["gpu_power_reliable"]), _count_true(used["thermal_throttle_seen"])
+    evidence = [
+        f"{updates} counter update{'' if updates == 1 else 's'} in the windows "
+        f"(min_energy_counter_updates {MIN_ENERGY_COUNTER_UPDATES})",
+        f"first token {split:.1%} of the windows' {seconds:.1f} s from a counter reading "
+        f"(energy_split_limit {ENERGY_SPLIT_LIMIT:.0%})",
+        "SM clock not read" if spread is None else
+        f"SM clock medians spread {spread:.1%} (energy_clock_spread {ENERGY_CLOCK_SPREAD:.0%})",
+        f"NVML power agrees with the counter in {agree} of {n} shots",
+        f"thermal slowdown in {thermal} of {n} shots",
+    ]  # fmt: skip
+    failed = [
+        updates < MIN_ENERGY_COUNTER_UPDATES,
+        split > ENERGY_SPLIT_LIMIT,
+        spread is None or spread > ENERGY_CLOCK_SPREAD,
+        agree < n,
+        thermal > 0,
+    ]
+    if any(failed):
+        return EnergyVerdict(UNSTABLE, tuple(e for e, bad in zip(evidence, failed, strict=True) if bad))
+    return EnergyVerdict(STABLE, tuple(evidence))
+
+
+def _count_true(values: pd.Series) -> int:
+    """Rows whose flag is exactly true (missing is not)."""
+    return int(sum(v is not None and not pd.isna(v) and bool(v) for v in values))
+
+
+def _energy(catalog: Catalog, cell: Cell, rows: pd.DataFrame, phase: EnergyPhase) -> figure.Figure:
+    """Energy per token of one part of the shot over the cell's statistic shots (the protocol's
+    rule); a warm back-to-back series whose shots are each too short for the update rule gives
+    its whole steady run instead (every shot after the process's first), and says so."""
+    selection = catalog.rule(cell["protocol"]).select(rows, phase.energy)
+    if cell["protocol"] == "warm" and cell["rest_s"] == 0:
+        selection = _back_to_back(rows, phase, selection)
+    verdict = energy_verdict(selection.rows, phase)
+    if verdict.state == NOT_MEASURED:
+        selection = Selection(rows.iloc[0:0], rows, selection.label, "", selection.problems)
+    return figure.from_shots(
+        phase.metric,
+        cell,
+        selection,
+        "ratio_of_sums",
+        [phase.energy, phase.tokens],
+        unit="J/token",
+        formula=f"sum of {phase.energy} / sum of {phase.tokens} over the shots used: {phase.words}",
+        computed_by=energy_figures,
+        note="; ".join([f"energy verdict: {verdict.text}", *selection.problems]),
+    )
+
+
+def _back_to_back(rows: pd.DataFrame, phase: EnergyPhase, selection: Selection) -> Selection:
+    """The rule's selection, or, where each of its shots holds fewer counter updates of this part
+    than the update rule asks and the series ran back to back (0 s rest), every shot of each
+    series' longest run after the process's first (one-time work): the steady series as a whole."""
+    updates = selection.rows[phase.updates].fillna(0)
+    short = len(updates) > 0 and bool((updates < MIN_ENERGY_COUNTER_UPDATES).all())
+    if not short or updates.sum() >= MIN_ENERGY_COUNTER_UPDATES:
+        return selection
+    runs, words = [], []
+    for _job, series in series_of(rows):
+        run = longest_run(series)
+        run = run[(run["shot_index"] > 1) & run[phase.energy].notna()]
+        if len(run) >= 2:
+            runs.append(run)
+            words.append(f"shots {index_ranges(run['shot_index'])}")
+    if not runs or sum(len(r) for r in runs) <= len(updates):
+        return selection
+    whole = pd.concat(runs)
+    label = (
+        f"warm: from a back-to-back series of {len(whole)} shots ({'; '.join(words)} of one process each, "
+        f"0 s rest, {len(runs)} series)"
+    )
+    return Selection(whole, rows, label, index_ranges(whole["shot_index"]), selection.problems)
