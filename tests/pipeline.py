@@ -32,16 +32,18 @@ def run_pipeline(
     timeout_s: float = 3600,
     profile: Path | None = None,
     env: dict[str, str] | None = None,
+    cores: int = 1,
 ) -> subprocess.CompletedProcess:
-    """snakemake in `workdir`, whose config/config.yaml is `config`: --cores 1 with the default
-    workflow profile, or `profile` (which then sets the executor and its limits) in `env`."""
+    """snakemake in `workdir`, whose config/config.yaml is `config`: `cores` cores with the default
+    workflow profile found where a user's run finds it (profiles/default beside the Snakefile), or
+    `profile` (which then sets the executor and its limits) in `env`."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(copy.deepcopy(config)))
-    limits = ["--cores", "1"] if profile is None else []
-    profile = profile or REPO / "workflow" / "profiles" / "default"
+    limits = ["--cores", str(cores)] if profile is None else []
+    chosen = [] if profile is None else ["--workflow-profile", str(profile)]
     argv = [
         sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(workdir), *limits, "--workflow-profile", str(profile), *extra,
+        "--directory", str(workdir), *limits, *chosen, *extra,
     ]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
 

@@ -41,7 +41,9 @@ def load_run(tmp_path_factory):
                            "max_output_tokens": 320, "context_tokens": CONTEXT, "cold_processes": 0,
                            "warm_shots": 2}  # fmt: skip
     workdir = tmp_path_factory.mktemp("load-axes")
-    result = run_pipeline(workdir, config)
+    # Four cores, no profile named: the default workflow profile is found as a user's run finds it,
+    # and its measurement slot (with the machine's lock) keeps the measurements apart.
+    result = run_pipeline(workdir, config, cores=4)
     assert result.returncode == 0, result.stderr[-4000:]
     results = workdir / "results"
     return {
@@ -158,3 +160,13 @@ def test_report_lays_out_the_chunk_and_concurrency_tables(load_run):
     assert "Prefill chunk size: speed and bytes moved" in html
     assert "Concurrency against capacity" in html
     assert "aggregate_decode_vs_one_stream" in html and "prefill_tok_s_vs_largest_chunk" in html
+
+
+def test_measurements_never_overlap_with_several_cores(load_run):
+    shots = load_run["shots"].dropna(subset=["t_request_mono_s"])
+    spans = shots.groupby("job_id").agg(start=("t_request_mono_s", "min"), end=("t_end_mono_s", "max"))
+    spans = spans.sort_values("start")
+    assert (spans["start"].iloc[1:].to_numpy() >= spans["end"].cummax().iloc[:-1].to_numpy()).all()
+    assert "series_overlapped" not in set(
+        pd.read_parquet(load_run["workdir"] / "results" / "caveats.parquet")["caveat_id"]
+    )

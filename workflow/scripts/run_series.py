@@ -12,6 +12,7 @@ from whichshot.entry import run_script
 from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.grid import Job
+from whichshot.measure.machine_lock import measurement_lock
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.series import run_series_with_telemetry
 from whichshot.measure.settings import server_settings
@@ -56,7 +57,8 @@ def main(smk):
     )
     plan, not_run = plan_for(ctx, smk.params.bench)
     output = (Path(smk.output.shots), Path(smk.output.telemetry))
-    _, brackets = bracketed(plan, lambda: run_series_with_telemetry(ctx, *output, smk.params.telemetry))
+    with measurement_lock():
+        _, brackets = bracketed(plan, lambda: run_series_with_telemetry(ctx, *output, smk.params.telemetry))
     write_json_atomic(Path(smk.output.bench), bench_record(ctx, plan, not_run, brackets))
 
 

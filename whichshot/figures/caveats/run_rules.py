@@ -150,6 +150,38 @@ def host_busy(catalog: Catalog) -> Finding | None:
     )
 
 
+def series_overlapped(catalog: Catalog) -> Finding | None:
+    """Series of one host whose shot windows overlap in time: their processes competed for the
+    machine (a run started without the measurement slot, or by hand beside another)."""
+    timed = catalog.shots.dropna(subset=["t_request_mono_s", "t_end_mono_s"])
+    overlapping: set[str] = set()
+    for _host, rows in timed.groupby("hostname", dropna=False):
+        spans = rows.groupby("job_id").agg(start=("t_request_mono_s", "min"), end=("t_end_mono_s", "max"))
+        overlapping |= _overlapping_spans(spans)
+    if not overlapping:
+        return None
+    shots = timed[timed["job_id"].isin(overlapping)]
+    return Finding(
+        "series_overlapped",
+        f"{len(overlapping)} series ran at the same time as another series on the same host (their "
+        "shot windows overlap): their processes shared the machine and its GPU, so their speeds, clocks, "
+        "power and energy describe contention, not the engine alone. Measurement jobs must hold the "
+        "measurement slot (the workflow profile) and the machine's measurement lock.",
+        ids(shots),
+    )
+
+
+def _overlapping_spans(spans) -> set[str]:
+    """Ids of the spans (start, end per job) that overlap another span."""
+    items = list(spans.itertuples())
+    found = set()
+    for i, a in enumerate(items):
+        for b in items[i + 1 :]:
+            if a.start < b.end and b.start < a.end:
+                found |= {a.Index, b.Index}
+    return found
+
+
 def host_load_not_measured(catalog: Catalog) -> Finding | None:
     ok = ok_rows(catalog.shots)
     unknown = ok[ok["host_foreign_cores"].isna()]
@@ -189,6 +221,7 @@ RUN_RULES = (
     prompt_cache_state_unknown,
     context_reduced,
     host_busy,
+    series_overlapped,
     host_load_not_measured,
     cold_vs_warm_compared,
 )

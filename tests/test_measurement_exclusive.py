@@ -1,0 +1,50 @@
+"""Measurements never overlap on a machine (issue 19's H200 runs did, under --cores 16 without the
+workflow profile): every measurement holds the machine's lock, and a run whose series overlapped
+anyway (an older run, two runs by hand) says so on every figure of those series."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+
+from tests.shot_tables import cell, series
+from whichshot.figures.table import compute_figures
+
+HOLDER = textwrap.dedent("""
+    import json, sys, time
+    from whichshot.measure.machine_lock import measurement_lock
+    with measurement_lock():
+        start = time.monotonic()
+        time.sleep(0.4)
+        print(json.dumps([start, time.monotonic()]))
+""")
+
+
+def test_two_measurements_on_one_machine_take_turns():
+    holders = [subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+               for _ in range(3)]  # fmt: skip
+    spans = sorted(json.loads(holder.communicate(timeout=30)[0]) for holder in holders)
+    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+
+
+def _timed(of: dict, start_s: float, n: int = 3) -> list[dict]:
+    rows = series(of, [{}] * n, hostname="node-a")
+    for position, row in enumerate(rows):
+        row["t_request_mono_s"] = start_s + position
+        row["t_end_mono_s"] = start_s + position + 0.9
+    return rows
+
+
+def _caveats(rows: list[dict]) -> dict:
+    _figures, caveats = compute_figures(pd.DataFrame(rows), [], 0.7)
+    return {c["caveat_id"]: c for c in caveats}
+
+
+def test_series_that_ran_at_once_are_caveated_and_series_in_turn_are_not():
+    first, second = cell(prefill_chunk_tokens=512), cell(prefill_chunk_tokens=1024)
+    assert "series_overlapped" not in _caveats(_timed(first, 0.0) + _timed(second, 10.0))
+    overlapped = _caveats(_timed(first, 0.0) + _timed(second, 1.5))["series_overlapped"]
+    assert "2 series ran at the same time" in overlapped["sentence"]
+    assert len(overlapped["shot_ids"]) == 6 and overlapped["figure_ids"]
