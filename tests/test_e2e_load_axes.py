@@ -51,6 +51,7 @@ def load_run(tmp_path_factory):
         "shots": pd.read_parquet(results / "shots.parquet"),
         "figures": pd.read_parquet(results / "figures.parquet"),
         "html": (results / "report" / "index.html").read_text(),
+        "terminal": result.stderr,
     }
 
 
@@ -155,11 +156,14 @@ def test_every_width_and_combination_has_acceptance_figures(load_run):
         assert mine.loc[mine["metric"] == "lossless_share", "value"].between(0, 1).all()
 
 
-def test_report_lays_out_the_chunk_and_concurrency_tables(load_run):
+def test_report_lays_out_the_chunk_and_streams_table(load_run):
     html = load_run["html"]
-    assert "Prefill chunk size: speed and bytes moved" in html
-    assert "Concurrency against capacity" in html
-    assert "aggregate_decode_vs_one_stream" in html and "prefill_tok_s_vs_largest_chunk" in html
+    assert "Prefill chunk and parallel streams" in html
+    table = html.split('id="load"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr><td>llama_cpp</td>") == 4  # one row per grid cell: 2 chunks x 1/2 streams
+    assert "prefill_tok_s_vs_largest_chunk" in table and "aggregate_decode_vs_one_stream" in table
+    summary = (load_run["workdir"] / "results" / "report" / "summary.md").read_text()
+    assert "## Prefill chunk and parallel streams" in summary
 
 
 def test_measurements_never_overlap_with_several_cores(load_run):
@@ -170,3 +174,13 @@ def test_measurements_never_overlap_with_several_cores(load_run):
     assert "series_overlapped" not in set(
         pd.read_parquet(load_run["workdir"] / "results" / "caveats.parquet")["caveat_id"]
     )
+
+
+def test_progress_is_told_in_the_log_and_on_the_terminal(load_run):
+    """Each shot is announced with its series and position; after the first series an estimate."""
+    job = _grid(load_run["shots"])["job_id"].iloc[0]
+    log = (load_run["workdir"] / "logs" / "run_series" / f"{job}.log").read_text()
+    assert f"measuring {job}: shot 1 of 3" in log and f"measuring {job}: shot 3 of 3" in log
+    told = [line for line in load_run["terminal"].splitlines() if "series done; measuring" in line]
+    assert len(told) == len(load_run["shots"])  # one line per shot, every series
+    assert any("left, " in line for line in told)  # an estimate once a series has finished

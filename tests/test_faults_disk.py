@@ -46,6 +46,9 @@ class _ReadOnlyAfterFirstShot:
         if self.marks == 3:  # shot 1: before and after; now shot 2 is about to start
             _read_only(self.mountpoint)
 
+    def mark_soon(self) -> None:
+        """A shot's first token: not counted (the disk turns read-only between shots)."""
+
     def summarize(self, *_args) -> dict:
         return {}
 

@@ -470,6 +470,25 @@ def test_mark_takes_a_full_sample_between_ticks() -> None:
     assert len(recorder.samples_between(0.0, math.inf)) == 2  # first tick + the mark
 
 
+def test_mark_soon_takes_a_full_sample_without_waiting_for_it() -> None:
+    """The first token's reading: asked for from the client's thread, taken by the sampler."""
+    backend = FakeCpuBackend()
+    recorder = TelemetryRecorder([backend], interval_s=60.0)
+    recorder.start()
+    deadline = time.monotonic() + 2
+    while not recorder.samples_between(0.0, math.inf) and time.monotonic() < deadline:  # first tick
+        time.sleep(0.01)
+    asked_s = time.monotonic()
+    recorder.mark_soon()
+    assert time.monotonic() - asked_s < 0.05  # it did not wait for the read
+    while backend.full_reads < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    recorder.stop()
+    assert backend.full_reads == 1
+    taken = recorder.samples_between(asked_s, math.inf)
+    assert len(taken) == 1 and taken[0]["lateness_s"] is None  # a mark, not a tick
+
+
 class FakeEnergyBackend:
     """CPU energy counter read only on every 4th read (as NVML energy is, to save CPU)."""
 

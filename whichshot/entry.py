@@ -15,6 +15,13 @@ def _terminate(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def tell(line: str) -> None:
+    """A line for the person running the workflow: in the rule's log and on their terminal."""
+    print(line, file=sys.stderr, flush=True)
+    if sys.__stderr__ is not None and sys.__stderr__ is not sys.stderr:
+        print(line, file=sys.__stderr__, flush=True)
+
+
 def run_script(smk: Any, main: Callable[[Any], None]) -> None:
     """Run `main(snakemake)` with stderr in the rule's log; a WhichshotError exits with one line."""
     console = sys.__stderr__

@@ -1,5 +1,6 @@
 """The small interface every engine implements: build, start, shot, stop."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +47,8 @@ class ShotRequest:
     max_output_tokens: int
     ignore_eos: bool
     timeout_s: float
+    # Called (without blocking) as the first token arrives: telemetry reads the energy counter there.
+    on_first_token: Callable[[], None] | None = field(default=None, compare=False)
 
 
 @dataclass

@@ -282,7 +282,7 @@ class OpenAIServer:
         before = self._metrics()
         try:
             streamed = post_stream(f"{self.base_url}{path}", payload, request.timeout_s,
-                                   max_events=request.max_output_tokens + 4)  # fmt: skip
+                                   request.max_output_tokens + 4, request.on_first_token)  # fmt: skip
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
         after = self._metrics()

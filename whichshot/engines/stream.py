@@ -24,7 +24,8 @@ class TokenCountMismatch(MalformedStream):
 
 def stream_completion(url: str, payload: dict[str, Any], request: ShotRequest) -> ShotOutcome:
     """POST a /completion request and parse its event stream (not yet reconciled)."""
-    streamed = post_stream(url, payload, request.timeout_s, max_events=request.max_output_tokens + 2)
+    limit = request.max_output_tokens + 2
+    streamed = post_stream(url, payload, request.timeout_s, limit, request.on_first_token)
     return stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
 
 

@@ -3,7 +3,7 @@
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +35,8 @@ class ShotTelemetry(Protocol):
 
     def mark(self) -> None: ...
 
+    def mark_soon(self) -> None: ...
+
     def summarize(
         self,
         t_start_s: float,
@@ -64,6 +66,7 @@ class JobContext:
     workload_output_tokens: int = 256
     spec_params: dict[str, Any] = field(default_factory=dict)
     telemetry: ShotTelemetry | None = None
+    progress: Callable[[int], None] | None = None  # told the position of each shot before it runs
 
 
 @dataclass
@@ -106,6 +109,8 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
                     _precondition(ctx, state)
             elif ctx.job.rest_s > 0:
                 time.sleep(ctx.job.rest_s)
+            if ctx.progress is not None:
+                ctx.progress(position)
             record = _run_shot(ctx, state, position)
             with _writable(journal):
                 journal.append(record)
@@ -196,6 +201,7 @@ def _request(ctx: JobContext, variant: str) -> ShotRequest:
         max_output_tokens=_output_budget(ctx),
         ignore_eos=output_length(ctx) == "fixed",
         timeout_s=ctx.shot_timeout_s,
+        on_first_token=ctx.telemetry.mark_soon if ctx.telemetry is not None else None,
     )
 
 

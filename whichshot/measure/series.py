@@ -32,6 +32,9 @@ class RecorderTelemetry:
     def mark(self) -> None:
         self.recorder.mark()
 
+    def mark_soon(self) -> None:
+        self.recorder.mark_soon()
+
     def summarize(
         self,
         t_start_s: float,

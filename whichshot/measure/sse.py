@@ -2,7 +2,7 @@
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +29,15 @@ class StreamedResponse:
     http_status: int | None = None
 
 
-def post_stream(url: str, payload: dict[str, Any], timeout_s: float, max_events: int) -> StreamedResponse:
-    """POST `payload` with stream=true and timestamp every `data:` event on the monotonic clock."""
+def post_stream(
+    url: str,
+    payload: dict[str, Any],
+    timeout_s: float,
+    max_events: int,
+    on_first_event: Callable[[], None] | None = None,
+) -> StreamedResponse:
+    """POST `payload` with stream=true and timestamp every `data:` event on the monotonic clock;
+    `on_first_event` is called once the first event is stored (it must not block)."""
     headers = {"Connection": "close", "Accept": "text/event-stream", "Content-Type": "application/json"}
     body = json.dumps(payload).encode("utf-8")  # built first: the clock starts as the bytes go out
     record = StreamedResponse(t_request_s=time.monotonic())
@@ -46,6 +53,8 @@ def post_stream(url: str, payload: dict[str, Any], timeout_s: float, max_events:
             if data == "[DONE]":
                 break
             record.events.append((t_arrival, _parse_event(data)))
+            if on_first_event is not None and len(record.events) == 1:
+                on_first_event()
             if len(record.events) > max_events:
                 raise MalformedStream(f"more than {max_events} events: output far longer than asked")
     record.t_end_s = time.monotonic()

@@ -13,6 +13,7 @@ from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, 
 from whichshot.report.tables import (
     CHECKS,
     HEADLINE_COLUMNS,
+    LOAD_COLUMNS,
     PER_ENGINE,
     SPEEDUP,
     TRACE_MIX_COLUMNS,
@@ -105,6 +106,22 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     return _table(header, body)
 
 
+def load_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
+    """Seed 000's chunk table and seed 002's streams against capacity, one row per cell."""
+    header = ["engine", "model", "prompt", "protocol", "chunk", "streams"]
+    header += [md(f"{title} ({unit})") for _metric, title, unit in LOAD_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for r in rows:
+        axes = [md(str(r[a])) for a in ("engine", "model", "prompt_tokens_requested", "protocol",
+                                         "prefill_chunk_tokens", "parallel_streams")]  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(axes + [_cell(r["cells"].get(m), numbers, "—") for m, *_ in LOAD_COLUMNS])
+            + " |"
+        )
+    return lines
+
+
 def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
     header = ["engine", "model", "trace", "protocol", "text", "speculative mode"]
     header += [md(f"{title} ({unit})") for _metric, title, unit in TRACE_MIX_COLUMNS]
@@ -183,6 +200,17 @@ def render_summary(
             "",
             f"— = does not apply. ✗ = a speed-up between cells where the model did not do the task (its "
             f"task check failed): not the task's speed-up. Checks: {md(checks)}.",
+            "",
+        ]
+    if tables.load:
+        lines += [
+            "## Prefill chunk and parallel streams",
+            "",
+            *load_table(tables.load, numbers),
+            "",
+            "vs largest chunk = prefill speed over the cell with the largest chunk, every other axis equal; "
+            "DRAM bytes per prefill are inferred from GPM (not measured without it); decode, all streams = "
+            "every stream's tokens over their common decode span.",
             "",
         ]
     if tables.trace_mix:

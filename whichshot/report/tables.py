@@ -114,19 +114,23 @@ CEILING_METRICS = frozenset(
         "prefill_share_of_ceiling",
     }
 )
-CHUNK_METRICS = frozenset({"prefill_tok_s_vs_largest_chunk", "prefill_dram_bytes"})
-CONCURRENCY_METRICS = frozenset(
-    {
-        "aggregate_decode_vs_one_stream",
-        "stream_decode_vs_one_stream",
-        "stream_decode_tok_s_mean",
-        "stream_decode_tok_s_min",
-        "aggregate_decode_tok_s",
-        "stream_ttft_max_s",
-        "context_tokens_engine",
-        "kv_cache_mib",
-    }
+# The load table (seed 000's chunk table, seed 002's streams against capacity): per protocol-grid cell
+# where the run varies the prefill chunk or the parallel streams.
+LOAD_COLUMNS = (
+    ("prefill_tok_s", "prefill", "tok/s"),
+    ("prefill_tok_s_vs_largest_chunk", "vs largest chunk", "×"),
+    ("prefill_dram_bytes", "DRAM bytes per prefill", "B"),
+    ("energy_j_per_prefill_token", "energy per prefill token", "J/token"),
+    ("decode_tok_s", "decode, stream 1", "tok/s"),
+    ("stream_decode_tok_s_mean", "decode per stream", "tok/s"),
+    ("aggregate_decode_tok_s", "decode, all streams", "tok/s"),
+    ("aggregate_decode_vs_one_stream", "all streams vs one", "×"),
+    ("stream_decode_vs_one_stream", "per stream vs one", "×"),
+    ("stream_ttft_max_s", "longest TTFT", "s"),
+    ("context_tokens_engine", "context per slot", "tokens"),
+    ("kv_cache_mib", "KV cache", "MiB"),
 )
+LOAD_AXES = ("prefill_chunk_tokens", "parallel_streams")
 # Aggregations that are a cell's statistic under its protocol's rule (the row's which-shot words).
 STATISTICS = ("median", "median_of_series_medians")
 SERIES_METRICS = ("prefill_tok_s", "decode_tok_s", "sm_clock_median_mhz", "cpu_freq_median_mhz")
@@ -190,6 +194,7 @@ class SeriesTable:
 class ReportTables:
     run: dict[str, Any] | None
     headline: list[dict[str, Any]]
+    load: list[dict[str, Any]]
     workloads: list[dict[str, Any]]
     trace_mix: list[dict[str, Any]]
     trace_requests: list[dict[str, Any]]
@@ -223,6 +228,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
                                with_protocol=False)  # fmt: skip
     _order_workload_rows(trace_requests)
     engines = engine_table(per_cell, shown)
+    load = cell_rows(_load_cells(base), LOAD_COLUMNS, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
     telemetry = cell_rows(
         [r for r in per_cell if r["workload"] != BASE_WORKLOAD or r["metric"] not in in_headline],
@@ -262,27 +268,6 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         _section(
             records,
             shown,
-            "chunks",
-            "Prefill chunk size: speed and bytes moved",
-            "Seed 000's table: each cell's prefill speed over the cell with the largest chunk (unchunked "
-            "where that chunk holds the prompt), and the DRAM bytes one prefill moved (GPM's bandwidth "
-            "utilisation x the GPU's peak x the prefill's seconds: inferred; not measured on a CPU).",
-            lambda r: r["metric"] in CHUNK_METRICS,
-        ),
-        _section(
-            records,
-            shown,
-            "concurrency",
-            "Concurrency against capacity",
-            "Seed 002's one stream against two: N requests in flight against a process of N slots. Each "
-            "stream's decode speed, the aggregate, the longest TTFT under contention, and the context and "
-            "KV cache each setting leaves (engine-reported). With N streams the other tables' figures "
-            "describe stream 1.",
-            lambda r: r["metric"] in CONCURRENCY_METRICS,
-        ),
-        _section(
-            records,
-            shown,
             "constants",
             "Constants our judgments rest on",
             "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
@@ -299,8 +284,14 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         ),
     ]
     inferred = [r for r in records if r["kind"] == "inferred"]
-    return ReportTables(run, headline, workloads, trace_mix, trace_requests, engines, telemetry, series,
-                        [s for s in sections if s.rows], inferred, shown)  # fmt: skip
+    return ReportTables(run, headline, load, workloads, trace_mix, trace_requests, engines, telemetry,
+                        series, [s for s in sections if s.rows], inferred, shown)  # fmt: skip
+
+
+def _load_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The protocol grid's figure rows, where the run has several prefill chunks or stream counts."""
+    varied = [axis for axis in LOAD_AXES if len({r[axis] for r in records if r[axis] is not None}) > 1]
+    return records if varied else []
 
 
 def named_metrics() -> frozenset[str]:
@@ -311,7 +302,7 @@ def named_metrics() -> frozenset[str]:
     from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES
 
     columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_ENGINE, VS_REFERENCE,
-               TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS, COUNT_RATIOS, SHARES)  # fmt: skip
+               TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS, COUNT_RATIOS, SHARES, LOAD_COLUMNS)  # fmt: skip
     named = {row[0] for table in columns for row in table} | {constant.metric for constant in CONSTANTS}
     statistics = (*cells.CELL_COLUMNS, *cells.WORKLOAD_COLUMNS, *cells.DRAFTED_COLUMNS, *cells.TRACE_COLUMNS,
                   *cells.STREAM_COLUMNS)  # fmt: skip
@@ -321,8 +312,6 @@ def named_metrics() -> frozenset[str]:
             CROSSCHECK_METRICS,
             CLOCK_METRICS,
             CEILING_METRICS,
-            CHUNK_METRICS,
-            CONCURRENCY_METRICS,
             statistics,
         )  # fmt: skip
     )

@@ -91,6 +91,16 @@ class TelemetryRecorder:
         request.done.wait(MARK_TIMEOUT_S)
         return request.t_mono_s
 
+    def mark_soon(self) -> None:
+        """Ask for a full sample now without waiting for it: called as a shot's first token
+        arrives, so the energy counter is read at the split between prefill and decode (the
+        reading lands a moment later; the split interpolates to the token's own time)."""
+        if self._thread is None or self._stopping:
+            return
+        with self._lock:
+            self._mark_requests.append(_MarkRequest())
+        self._wake.set()
+
     @property
     def gaps(self) -> list[dict]:
         """Sensor failures mid-run: {backend, sensor, t_mono_s, error}, one per failure onset."""

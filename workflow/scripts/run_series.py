@@ -8,11 +8,12 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.atomic import write_json_atomic
 from whichshot.engines import load_engine
-from whichshot.entry import run_script
+from whichshot.entry import run_script, tell
 from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
-from whichshot.measure.grid import Job
+from whichshot.measure.grid import Job, all_jobs
 from whichshot.measure.machine_lock import measurement_lock
+from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.series import run_series_with_telemetry
 from whichshot.measure.settings import server_settings
@@ -55,6 +56,8 @@ def main(smk):
         log_dir=Path(smk.params.log_dir.replace("results/shots", "logs/engines")),
         identity=host_identity(),
     )
+    progress = grid_progress(all_jobs(smk.config), Path(smk.output.shots).parent)
+    ctx.progress = lambda position: tell(progress.line(job.job_id, position, job.series_length))
     plan, not_run = plan_for(ctx, smk.params.bench)
     output = (Path(smk.output.shots), Path(smk.output.telemetry))
     with measurement_lock():
