@@ -48,3 +48,32 @@ def test_series_that_ran_at_once_are_caveated_and_series_in_turn_are_not():
     overlapped = _caveats(_timed(first, 0.0) + _timed(second, 1.5))["series_overlapped"]
     assert "2 series ran at the same time" in overlapped["sentence"]
     assert len(overlapped["shot_ids"]) == 6 and overlapped["figure_ids"]
+
+
+def test_a_build_compiles_holding_the_measurement_lock(monkeypatch, tmp_path):
+    """While llama.cpp compiles (every core), a measurement asking for the lock would wait."""
+    from tests.pipeline import filled_config
+    from whichshot.engines import llama_cpp
+
+    def compile_and_probe(*_args) -> dict:
+        probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=30)
+        return {"lock_free_during_build": probe.stdout.strip()}
+
+    monkeypatch.setattr(llama_cpp, "_build_into", compile_and_probe)
+    spec = filled_config("smoke")["engines"]["llama_cpp"]
+    assert llama_cpp.ENGINE.build(spec, tmp_path, 2) == {"lock_free_during_build": "False"}
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=30)
+    assert probe.stdout.strip() == "True"  # and free again afterwards
+
+
+PROBE = textwrap.dedent("""
+    import fcntl
+    from whichshot.measure.machine_lock import lock_path
+    with open(lock_path(), "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(False)
+        else:
+            print(True)
+""")

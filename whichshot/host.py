@@ -9,6 +9,13 @@ from typing import Any
 from whichshot.cluster import cluster_identity
 
 
+def allowed_cores() -> int:
+    """Cores this process may run on (its CPU affinity: a Slurm allocation or a cgroup narrows it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def cpu_model() -> str | None:
     """The CPU's model name from /proc/cpuinfo (or platform's guess)."""
     try:

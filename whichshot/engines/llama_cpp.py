@@ -31,6 +31,7 @@ from whichshot.engines.stream import known_positions, reconcile, stream_completi
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
+from whichshot.measure.machine_lock import measurement_lock
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.prepare import pypi
 from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, NO_GPU, GpuUse
@@ -171,7 +172,9 @@ class LlamaCpp:
             cached = _cached_build(home)
             if cached:
                 return cached
-            return _build_into(home, spec, identity, build_id, cache_root, jobs)
+            # Compiling takes every core it is given: no measurement on this machine may run beside it.
+            with measurement_lock():
+                return _build_into(home, spec, identity, build_id, cache_root, jobs)
 
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         return speculative_args(mode, draft_model_path)

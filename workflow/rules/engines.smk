@@ -7,7 +7,7 @@ rule build_engine:
         engine=ENGINE_PATTERN,
     conda:
         ENV
-    threads: 64  # the build job; Snakemake caps it at --cores (a cluster profile sets its own)
+    threads: 64  # holds every core Snakemake gives; the build compiles with all the job may use
     params:
         spec=engine_spec,
         cache_dir=config["cache_dir"],
