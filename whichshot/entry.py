@@ -24,7 +24,6 @@ def tell(line: str) -> None:
 
 def run_script(smk: Any, main: Callable[[Any], None]) -> None:
     """Run `main(snakemake)` with stderr in the rule's log; a WhichshotError exits with one line."""
-    console = sys.__stderr__
     log_path = smk.log[0] if len(smk.log) else None
     if log_path:
         sys.stderr = sys.stdout = open(log_path, "a", buffering=1)  # noqa: SIM115
@@ -37,8 +36,5 @@ def run_script(smk: Any, main: Callable[[Any], None]) -> None:
         import_engine_modules(smk.config.get("engine_modules") or [])  # kinds the config adds
         main(smk)
     except WhichshotError as exc:
-        line = f"whichshot: error: {exc}"
-        print(line, file=sys.stderr)
-        if console is not sys.stderr:
-            print(line, file=console, flush=True)
+        tell(f"whichshot: error: {exc}")
         sys.exit(1)

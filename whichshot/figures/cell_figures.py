@@ -56,14 +56,14 @@ def cell_figures(catalog: Catalog) -> list[figure.Figure]:
         columns += TRACE_COLUMNS if cell["workload"] == TRACE_WORKLOAD else ()
         columns += STREAM_COLUMNS if (cell["parallel_streams"] or ONE_STREAM) > ONE_STREAM else ()
         for column in columns:
-            if _measured_here(shots, cell, column):
+            if measured_here(shots, cell, column):
                 figures.append(_statistic(catalog, cell, rows, column))
         if cell["protocol"] == "warm":
             figures += _by_shot_index(shots, cell, rows)
     return figures
 
 
-def _measured_here(shots: pd.DataFrame, cell: Cell, column: str) -> bool:
+def measured_here(shots: pd.DataFrame, cell: Cell, column: str) -> bool:
     """The column has a value in some shot of this engine: a cell without one gets 'no value'."""
     return bool(shots.loc[shots["engine"] == cell["engine"], column].notna().any())
 
@@ -106,9 +106,9 @@ def _shots_ok(cell: Cell, rows: pd.DataFrame) -> figure.Figure:
 def _by_shot_index(shots: pd.DataFrame, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
     indices = sorted({int(i) for _job, s in series_of(rows) for i in longest_run(s)["shot_index"]})
     figures = []
-    clock = next((c for c in CLOCK_COLUMNS if _measured_here(shots, cell, c)), None)
+    clock = next((c for c in CLOCK_COLUMNS if measured_here(shots, cell, c)), None)
     for column in (*BY_INDEX_COLUMNS, *([clock] if clock else [])):
-        if not _measured_here(shots, cell, column):
+        if not measured_here(shots, cell, column):
             continue
         for index in indices:
             selection = ShotIndexRule(index).select(rows, column)

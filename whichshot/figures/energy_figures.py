@@ -11,6 +11,7 @@ import pandas as pd
 
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
+from whichshot.figures.cell_figures import measured_here
 from whichshot.figures.cells import Cell, group_cells, series_of
 from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, ENERGY_SPLIT_LIMIT, MIN_ENERGY_COUNTER_UPDATES
 from whichshot.figures.statistic import Selection, index_ranges, longest_run
@@ -20,7 +21,8 @@ def energy_figures(catalog: Catalog) -> list[figure.Figure]:
     shots = catalog.shots
     figures = []
     for cell, rows in group_cells(shots):
-        if _has_counter(shots, cell) and not (rows["status"] == "skipped").all():
+        # no counter (a CPU run): no energy figure at all
+        if measured_here(shots, cell, "gpu_energy_j") and not (rows["status"] == "skipped").all():
             figures += [_energy(catalog, cell, rows, phase) for phase in ENERGY_PHASES]
     return figures
 
@@ -59,11 +61,6 @@ class EnergyVerdict:
     @property
     def text(self) -> str:
         return f"{self.state}: {'; '.join(self.reasons)}" if self.reasons else self.state
-
-
-def _has_counter(shots: pd.DataFrame, cell: Cell) -> bool:
-    """The engine's shots read an energy counter (a CPU run's have none: no energy figure at all)."""
-    return bool(shots.loc[shots["engine"] == cell["engine"], "gpu_energy_j"].notna().any())
 
 
 def energy_verdict(rows: pd.DataFrame, phase: EnergyPhase) -> EnergyVerdict:
