@@ -38,6 +38,10 @@ rule fetch_model:
         model=MODEL_PATTERN,
     conda:
         ENV
+    resources:
+        # Writing a synthetic model or hashing a large file loads the disk and a core for seconds
+        # to minutes: never beside a measurement on the same machine.
+        measurement_slot=1,
     params:
         spec=model_spec,
         cache_dir=config["cache_dir"],
