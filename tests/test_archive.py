@@ -27,7 +27,8 @@ def test_archive_holds_tables_report_config_builds_and_environment(unpacked):
     for relative in ("results/shots.parquet", "results/telemetry.parquet", "results/figures.parquet",
                      "results/caveats.parquet", "results/report/index.html", "results/report/summary.md",
                      "results/engines/llama_cpp/build.json", "results/models/smollm2_135m.json",
-                     "config/config.yaml", "environment.json", "Snakefile", MANIFEST):  # fmt: skip
+                     "config/config.yaml", "environment.json", "Snakefile", "README.md", "docs/protocol.md",
+                     MANIFEST):  # fmt: skip
         assert (unpacked / relative).is_file(), relative
     config = yaml.safe_load((unpacked / "config" / "config.yaml").read_text())
     assert config["run_id"] == "report" and config["protocol"]["warm_fraction"] == 0.7  # a schema default

@@ -8,6 +8,7 @@ import pytest
 
 from tests.pipeline import load_config, run_pipeline
 from whichshot.figures.provenance import KINDS
+from whichshot.measure.run_phases import run_phases
 from whichshot.tables import record_schema
 
 pytestmark = pytest.mark.e2e
@@ -122,3 +123,19 @@ def test_noop_rerun_executes_nothing(smoke_run):
     result = run_pipeline(smoke_run["workdir"], load_config("smoke"), "--dry-run")
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_run_phases_account_for_the_jobs_and_the_series(smoke_run, shots):
+    results = smoke_run["workdir"] / "results"
+    phases = run_phases(results)["seconds"]
+    for rule in ("build_engine", "fetch_model", "build_prompts", "aggregate_shots", "compute_figures",
+                 "render_report"):  # fmt: skip
+        assert phases[f"job: {rule}"] >= 0, rule
+    assert phases["series: process start-up"] == pytest.approx(
+        shots.drop_duplicates("process_id")["process_ready_s"].sum(), abs=0.1
+    )
+    assert phases["series: decode (first token to answer)"] > 0
+    assert phases["series: llama-bench brackets"] > 0  # the smoke grid has warm series, each bracketed
+    requests = shots["e2e_s"].sum()
+    measured = sum(phases[p] for p in phases.index if p.startswith("series:") and "bench" not in p)
+    assert measured >= requests  # the telemetry window holds every request

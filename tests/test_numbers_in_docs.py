@@ -1,5 +1,5 @@
-"""Every number README.md and the reference runs' NOTES.md state is one a committed output holds
-(tools/check_numbers.py), and the check itself catches a wrong one."""
+"""Every number README.md, docs/*.md and the reference runs' NOTES.md state is one a committed output
+holds (tools/check_numbers.py), and the check itself catches a wrong one."""
 
 import importlib.util
 from pathlib import Path
@@ -15,6 +15,22 @@ _SPEC.loader.exec_module(check_numbers)
 @pytest.mark.parametrize("markdown", check_numbers.default_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_stated_number_is_printed_by_a_committed_output(markdown):
     assert check_numbers.unsupported(markdown) == []
+
+
+def test_the_readme_every_doc_and_every_note_are_checked():
+    files = set(check_numbers.default_files())
+    docs = set((REPO / "docs").glob("*.md"))
+    assert docs and REPO / "README.md" in files and docs <= files
+    assert set((REPO / "results" / "reference").rglob("NOTES.md")) <= files
+
+
+def test_a_doc_paragraph_naming_a_reference_run_is_checked_against_that_run():
+    paragraph = "On the 2-core VM (`results/reference/cpu_default/`) it took 951.4 s."
+    sources = check_numbers.sources_for(REPO / "docs" / "any.md", paragraph)
+    assert sources and all(check_numbers.REFERENCE / "cpu_default" in p.parents for p in sources)
+    assert check_numbers.sources_for(REPO / "docs" / "any.md", "Every 0.25 s.") == check_numbers.sources_for(
+        REPO / "README.md", "Every 0.25 s."
+    )
 
 
 def test_prose_numbers_are_claims_and_code_dates_versions_and_names_are_not():

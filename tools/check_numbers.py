@@ -1,20 +1,21 @@
-"""Every number a README or a reference run's NOTES.md states must be one the pipeline (or a committed
-command) printed: a figure, a shot's measured value, or a number in a committed output file. This
-lists the ones no committed output holds.
+"""Every number the README, the docs or a reference run's NOTES.md states must be one the pipeline (or a
+committed command) printed: a figure, a shot's measured value, or a number in a committed output file.
+This lists the ones no committed output holds.
 
-Usage: python tools/check_numbers.py [FILE.md ...]   (default: README.md and every NOTES.md under
-results/reference). Exit 1 if a number is unsupported.
+Usage: python tools/check_numbers.py [FILE.md ...]   (default: README.md, every docs/*.md and every
+NOTES.md under results/reference). Exit 1 if a number is unsupported.
 
 A NOTES.md is checked against its own run directory: the values of figures.parquet (at the
 precision the note writes them, also as percentages), and every number in the run's other
-committed text files (config.yaml, report/summary.md, JSON, CSV). In README.md a paragraph that
-names reference runs (results/reference/...) is checked against those runs; any other paragraph
-against the config profiles (config/*.yaml), the config schema's defaults and the constants of
-whichshot/figures/constants.py. Numbers inside `code` or fenced
-blocks (commands, settings) are not claims and are skipped, as are dates, clock times, versions,
-and numbers that are part of a name (H200, sm_90, Q4_1, 8B, 135M).
+committed text files (config.yaml, report/summary.md, JSON, CSV). In README.md and docs/*.md (any
+file but a NOTES.md) a paragraph that names reference runs (results/reference/...) is checked
+against those runs; any other paragraph against the config profiles (config/*.yaml), the config
+schema's defaults and the constants of whichshot/figures/constants.py. Numbers inside `code` or
+fenced blocks (commands, settings) are not claims and are skipped, as are dates, clock times,
+versions, and numbers that are part of a name (H200, sm_90, Q4_1, 8B, 135M).
 """
 
+import functools
 import math
 import re
 import sys
@@ -26,6 +27,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "results" / "reference"
+DOCS = REPO / "docs"
 # A number as prose writes it: 1,895 or 2.93 or 14 (a sign or a leading ~ is not part of it).
 NUMBER = re.compile(r"(?<![\w.\-/@#])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w]|\.\d|-[A-Za-z])")
 SKIP = re.compile(
@@ -126,6 +128,7 @@ def constant_rows():
     return rows
 
 
+@functools.cache
 def _value_columns() -> set[str]:
     properties = yaml.safe_load((REPO / "whichshot" / "schemas" / "shots.schema.yaml").read_text())[
         "properties"
@@ -162,7 +165,7 @@ def unsupported(markdown: Path) -> list[str]:
 
 
 def default_files() -> list[Path]:
-    return [REPO / "README.md", *sorted(REFERENCE.rglob("NOTES.md"))]
+    return [REPO / "README.md", *sorted(DOCS.glob("*.md")), *sorted(REFERENCE.rglob("NOTES.md"))]
 
 
 def main(argv: list[str]) -> int:

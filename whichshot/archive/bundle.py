@@ -25,7 +25,7 @@ from whichshot.archive.user_inputs import archive_inputs
 MANIFEST = "manifest-sha256.txt"
 # The workflow source, relative to the repository root.
 SOURCE_PATTERNS = (
-    "Snakefile", "pyproject.toml", "README.md", "workflow/**/*", "whichshot/**/*.py",
+    "Snakefile", "pyproject.toml", "README.md", "docs/*.md", "workflow/**/*", "whichshot/**/*.py",
     "whichshot/**/*.j2", "whichshot/**/*.yaml", "whichshot/**/*.rst", "claims/*.yaml",
 )  # fmt: skip
 

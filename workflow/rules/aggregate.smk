@@ -7,6 +7,8 @@ rule aggregate_shots:
         telemetry="results/telemetry.parquet",
     log:
         "logs/aggregate_shots/aggregate_shots.log",
+    benchmark:
+        "results/benchmarks/aggregate_shots.tsv"
     conda:
         ENV
     script:

@@ -19,6 +19,8 @@ rule archive_run:
         archive=f"results/archive/{config['run_id']}.tar.gz",
     log:
         "logs/archive_run/archive_run.log",
+    benchmark:
+        "results/benchmarks/archive_run.tsv"
     conda:
         ENV
     script:

@@ -3,6 +3,8 @@ rule build_engine:
         "results/engines/{engine}/build.json",
     log:
         "logs/build_engine/{engine}.log",
+    benchmark:
+        "results/benchmarks/build_engine/{engine}.tsv"
     wildcard_constraints:
         engine=ENGINE_PATTERN,
     conda:

@@ -5,6 +5,8 @@ rule model_traffic:
         "results/traffic/{model}.json",
     log:
         "logs/model_traffic/{model}.log",
+    benchmark:
+        "results/benchmarks/model_traffic/{model}.tsv"
     wildcard_constraints:
         model=MODEL_PATTERN,
     conda:
@@ -34,6 +36,8 @@ rule fetch_model:
         "results/models/{model}.json",
     log:
         "logs/fetch_model/{model}.log",
+    benchmark:
+        "results/benchmarks/fetch_model/{model}.tsv"
     wildcard_constraints:
         model=MODEL_PATTERN,
     conda:

@@ -6,6 +6,8 @@ rule build_prompts:
         "results/prompts/{engine}/{model}.json",
     log:
         "logs/build_prompts/{engine}/{model}.log",
+    benchmark:
+        "results/benchmarks/build_prompts/{engine}/{model}.tsv"
     wildcard_constraints:
         engine=ENGINE_PATTERN,
         model=MODEL_PATTERN,
@@ -32,6 +34,8 @@ rule build_trace_prompts:
         "results/prompts/{engine}/{model}.trace-{trace}.json",
     log:
         "logs/build_trace_prompts/{engine}/{model}.{trace}.log",
+    benchmark:
+        "results/benchmarks/build_trace_prompts/{engine}/{model}.trace-{trace}.tsv"
     wildcard_constraints:
         engine=ENGINE_PATTERN,
         model=MODEL_PATTERN,

@@ -6,6 +6,8 @@ rule compute_figures:
         caveats="results/caveats.parquet",
     log:
         "logs/compute_figures/compute_figures.log",
+    benchmark:
+        "results/benchmarks/compute_figures.tsv"
     conda:
         ENV
     params:
@@ -24,6 +26,8 @@ rule check_claims:
         "results/claims.parquet",
     log:
         "logs/check_claims/check_claims.log",
+    benchmark:
+        "results/benchmarks/check_claims.tsv"
     conda:
         ENV
     script:
@@ -123,6 +127,8 @@ rule render_report:
         ),
     log:
         "logs/render_report/render_report.log",
+    benchmark:
+        "results/benchmarks/render_report.tsv"
     conda:
         ENV
     params:
