@@ -11,7 +11,7 @@ from whichshot.report.screenshot import README_HEIGHT, README_WIDTH, screenshot
 
 README = REPO / "README.md"
 PICTURE = REPO / "docs" / "report.png"
-DEFAULT_REPORT = REPO / "results" / "reference" / "cpu_default" / "report" / "index.html"
+DEFAULT_REPORT = REPO / "results" / "reference" / "cpu_first_run" / "report" / "index.html"
 RUN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && snakemake --cores 1"
 TEST = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest"  # .ci/run's
 # Share of pixels that may differ between the committed picture and one redrawn from the same report
@@ -64,5 +64,5 @@ def test_the_picture_is_the_default_report_drawn_with_the_tool_settings(tmp_path
     differing = np.mean((new != committed).any(axis=2))
     assert differing < MAX_DIFFERING_PIXELS, (
         f"{differing:.3f} of docs/report.png's pixels differ from the default report: redraw it with "
-        "python tools/report_screenshot.py results/reference/cpu_default/report/index.html docs/report.png"
+        "python tools/report_screenshot.py results/reference/cpu_first_run/report/index.html docs/report.png"
     )

@@ -4,7 +4,8 @@
 # a first run, or an earlier run's cache for "the build cached". pip's own cache is not used, so
 # pip downloads what a new machine would.
 #
-# Usage: tools/time_first_run.sh REPO DIR CACHE   (prints one "phase seconds" line per step and
+# Usage: tools/time_first_run.sh REPO DIR CACHE   (prints one "phase seconds" line per step, then
+# the total of all but the rerun, and
 # writes them to DIR/first_run_times.txt; run it on an idle machine)
 set -euo pipefail
 repo=$1 dir=$2 cache=$3
@@ -27,4 +28,5 @@ step venv python3 -m venv .venv
 step pip_install pip install -q -e .
 step snakemake_first snakemake --cores 1
 step snakemake_noop snakemake --cores 1
-printf '%s\n' "${times[@]}" | tee first_run_times.txt
+printf '%s\n' "${times[@]}" | awk '{print; if ($1 != "snakemake_noop") s += $2} END {print "total_first_run", s}' \
+    | tee first_run_times.txt
