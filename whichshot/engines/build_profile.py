@@ -96,7 +96,7 @@ def summarize(steps: list[Step], generator: str, jobs: int, wall_s: float) -> di
     link_s = sum(step.seconds for step in commands if step.kind == "link")
     other_s = sum(step.seconds for step in commands if step.kind == "other")
     steps_s = sum(step.seconds for step in commands)
-    slowest = sorted(objects, key=lambda step: (-step.end_ms + step.start_ms, step.output))[:SLOWEST_OBJECTS]
+    slowest = sorted(objects, key=lambda step: (-step.seconds, step.output))[:SLOWEST_OBJECTS]
     return {
         "generator": generator,
         "jobs": jobs,

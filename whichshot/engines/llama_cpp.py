@@ -539,7 +539,7 @@ def _profile(
         steps = parse_ninja_log((build_dir / ".ninja_log").read_text())
     except (OSError, UnicodeDecodeError, NinjaLogError) as exc:
         return {**basics, "unreadable_log": str(exc)}, None
-    return summarize(steps, "Ninja", jobs, wall_s), profile_table(steps)
+    return summarize(steps, basics["generator"], jobs, wall_s), profile_table(steps)
 
 
 def _extract_vendored(sdist: Path, scratch: Path) -> Path:
