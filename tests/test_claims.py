@@ -14,6 +14,8 @@ from whichshot.claims.check import check_claims
 from whichshot.claims.load import load_claims
 from whichshot.errors import WhichshotError
 from whichshot.figures.table import compute_figures
+from whichshot.measure.grid import AXES
+from whichshot.tables import record_schema
 
 
 def _claim(**changes) -> dict:
@@ -155,3 +157,8 @@ def test_claims_can_grow_the_grid_by_the_cells_they_name(tmp_path):
     assert grown["protocol"]["rests_s"] == [0, 3]  # 45 comes from an uncheckable claim: not added
     assert grown["workloads"]["names"] == ["verbatim_recall"]
     assert {job.rest_s for job in all_jobs(grown) if job.protocol == "warm"} == {0.0, 3.0}
+
+
+def test_a_claim_may_select_cells_on_every_grid_axis_and_nothing_else() -> None:
+    where_keys = record_schema("claims")["$defs"]["where"]["propertyNames"]["enum"]
+    assert tuple(where_keys) == AXES
