@@ -19,6 +19,20 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/archive.smk"
 
 
+# On a cluster these run on the submitting machine: each is seconds of table or file work, where
+# its own Slurm job would cost tens of seconds of submission and status polling (docs/slurm.md).
+localrules:
+    all,
+    model_traffic,
+    aggregate_shots,
+    compute_figures,
+    check_claims,
+    check_claims_against,
+    claims_check,
+    render_report,
+    archive_run,
+
+
 rule all:
     default_target: True
     input:

@@ -1,8 +1,16 @@
-"""Cluster submission for real: the smoke grid through `snakemake --executor slurm` on a private
-single-node Slurm (tests/slurm_cluster.py), using workflow/profiles/slurm adapted to that cluster."""
+"""Cluster submission for real: the smoke grid through `snakemake --executor slurm` on a private Slurm
+of three nodes simulated on this machine (tests/slurm_cluster.py), using workflow/profiles/slurm
+adapted to it, with each prompt length's series pinned to one node (placement.nodes).
+
+What must hold: every series ran on its placement node; one node never ran two measurement jobs at
+once (Slurm's --exclusive, from Slurm's records and from the shots' own times); different nodes
+did measure at the same time; no figure rests on shots of two nodes; the shot table has the local
+run's schema. The simulated nodes share this machine's two cores, so their speeds are not
+comparable, and the figures say so (host_busy): this proves scheduling and placement, not speed."""
 
 import os
 import time
+from itertools import combinations
 from pathlib import Path
 
 import pandas as pd
@@ -13,26 +21,54 @@ from tests.pipeline import load_config, run_pipeline
 from tests.slurm_cluster import (
     FAKE_GPUS,
     SlurmCluster,
+    jobs_on,
     local_profile,
     measurement_jobs,
+    most_at_once,
     overlapping_jobs,
     overlapping_windows,
     shot_windows,
     start_cluster,
     unavailable_reason,
 )
+from whichshot.config import check_config
+from whichshot.measure.grid import all_jobs
+from whichshot.measure.placement import nodes_of
 from whichshot.tables import arrow_schema, record_schema
 
 pytestmark = pytest.mark.e2e
+NODES = 3
+LENGTHS = [64, 128, 200]  # one placement group per node
+
+
+def nodes_config(nodes: list[str]) -> dict:
+    """The smoke grid at three prompt lengths, each length's cold and warm series on one node (six
+    measurement jobs, two per node). Every Slurm job costs ~12 s of submission and status polling
+    (the executor's first check 1 s after submission, then 10 s more per check)."""
+    config = load_config("smoke")
+    config["prompts"]["lengths"] = LENGTHS
+    config["placement"] = {"nodes": nodes, "by": ["prompt_tokens_requested"]}
+    config["bench"]["enabled"] = False  # llama-bench brackets add minutes and nothing Slurm-specific
+    return config
+
+
+def targets() -> list[str]:
+    """The measurement jobs, the shot table and the figures the pipeline computes from it."""
+    return ["results/shots.parquet", "results/figures.parquet"]
+
+
+def overlapping_on_one_node(jobs: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """Pairs of measurement jobs of one node whose Slurm start/end times overlap."""
+    return [pair for node in {j["nodes"] for j in jobs} for pair in overlapping_jobs(jobs_on(jobs, node))]
 
 
 @pytest.fixture(scope="module")  # the daemons must be gone before other modules count processes
 def slurm():
-    reason = unavailable_reason()
+    reason = unavailable_reason(NODES)
     if reason is not None:
         pytest.skip(reason)
-    cluster = start_cluster()
-    print(f"slurm bring-up: {cluster.bring_up_s:.2f} s")
+    cluster = start_cluster(NODES)
+    print(f"slurm bring-up ({NODES} nodes): {cluster.bring_up_s:.2f} s")
     yield cluster
     cluster.stop()
 
@@ -43,30 +79,17 @@ def _job_logs(workdir: Path) -> str:
     return "".join(f"\n--- {log.name}\n" + log.read_text(errors="replace")[-1500:] for log in logs)
 
 
-def slurm_config() -> dict:
-    """The smoke grid at its first prompt length: a cold and a warm series plus llama-bench, three
-    measurement jobs. Every Slurm job costs ~30 s of submission and status polling (the executor
-    backs off by 10 s per check), so the test runs as few as the checks need."""
-    config = load_config("smoke")
-    config["prompts"]["lengths"] = config["prompts"]["lengths"][:1]
-    return config
-
-
-def targets(config: dict) -> list[str]:
-    """The measurement jobs and the shot table; figures and report add nothing Slurm-specific."""
-    return ["results/shots.parquet"]
-
-
 @pytest.fixture(scope="module")
 def slurm_run(slurm: SlurmCluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("slurm_smoke")
-    profile = local_profile(tmp_path_factory.mktemp("slurm_profile"))
+    workdir = tmp_path_factory.mktemp("slurm_nodes")
+    profile = local_profile(tmp_path_factory.mktemp("slurm_profile"), nodes=NODES, first_check_s=1)
+    config = nodes_config(slurm.nodes)
     t0 = time.monotonic()
-    config = slurm_config()
-    result = run_pipeline(workdir, config, *targets(config), profile=profile, env=slurm.env, timeout_s=900)
-    print(f"slurm smoke run: {time.monotonic() - t0:.1f} s")
+    result = run_pipeline(workdir, config, *targets(), profile=profile, env=slurm.env, timeout_s=900)
+    print(f"slurm run on {NODES} nodes: {time.monotonic() - t0:.1f} s")
     assert result.returncode == 0, result.stderr[-3000:] + _job_logs(workdir) + slurm.logs()
-    return {"workdir": workdir, "jobs": slurm.jobs(), "node": slurm.node}
+    placed = nodes_of(all_jobs(check_config(config)), config["placement"])
+    return {"workdir": workdir, "jobs": measurement_jobs(slurm.jobs()), "placed": placed}
 
 
 @pytest.fixture(scope="module")
@@ -74,33 +97,57 @@ def slurm_shots(slurm_run) -> pd.DataFrame:
     return pd.read_parquet(slurm_run["workdir"] / "results" / "shots.parquet")
 
 
-def test_every_shot_ran_in_a_slurm_job_on_the_node(slurm_run, slurm_shots):
+def test_every_series_ran_in_its_own_slurm_job_on_its_placement_node(slurm_run, slurm_shots):
     assert len(slurm_shots) > 0 and (slurm_shots["status"] == "ok").all()
-    assert slurm_shots["slurm_job_id"].notna().all(), slurm_shots["slurm_job_id"]
-    assert (slurm_shots["slurm_node"] == slurm_run["node"]).all()
-    series_jobs = {j["job_id"] for j in slurm_run["jobs"] if j["comment"].startswith("rule_run_series_")}
+    assert (slurm_shots["slurm_node"] == slurm_shots["job_id"].map(slurm_run["placed"])).all()
+    assert (slurm_shots["hostname"] == slurm_shots["slurm_node"]).all()  # the node's own host name
+    assert slurm_shots["slurm_node"].nunique() == NODES
+    series_jobs = {j["job_id"] for j in slurm_run["jobs"]}
     assert set(slurm_shots["slurm_job_id"]) == series_jobs
-    # One Slurm job per series: each grid cell was its own submission.
     assert slurm_shots.groupby("job_id")["slurm_job_id"].nunique().eq(1).all()
     assert slurm_shots["slurm_job_id"].nunique() == slurm_shots["job_id"].nunique()
 
 
 def test_every_shot_records_the_gpu_slurm_gave_its_job(slurm_shots):
-    # The profile asks for gpu: 1; the local node's two GPUs are gres entries on /dev/null, /dev/zero.
+    # The profile asks for gpu: 1; each node's two GPUs are gres entries on /dev/null, /dev/zero.
     assert slurm_shots["slurm_gpus"].isin([str(i) for i in range(len(FAKE_GPUS))]).all()
 
 
-def test_measurement_series_never_overlap_in_shot_times(slurm_shots):
-    assert slurm_shots["hostname"].nunique() == 1  # one host: its monotonic clock is shared
-    windows = shot_windows(slurm_shots)
-    assert len(windows) >= 2
-    assert overlapping_windows(windows) == [], windows
-
-
-def test_measurement_jobs_never_overlap_in_slurm_records(slurm_run):
-    jobs = measurement_jobs(slurm_run["jobs"])
+def test_one_node_never_measured_twice_at_once(slurm_run, slurm_shots):
+    jobs = slurm_run["jobs"]
     assert {j["state"] for j in jobs} == {"COMPLETED"}
-    assert overlapping_jobs(jobs) == [], jobs
+    assert overlapping_on_one_node(jobs) == [], jobs
+    # The simulated nodes share this machine's monotonic clock, so their shot times compare too.
+    for _node, shots in slurm_shots.groupby("slurm_node"):
+        windows = shot_windows(shots)
+        assert len(windows) == 2 and overlapping_windows(windows) == [], windows
+
+
+def test_different_nodes_measured_at_the_same_time(slurm_run, slurm_shots):
+    assert most_at_once(slurm_run["jobs"]) >= 2, slurm_run["jobs"]
+    windows = shot_windows(slurm_shots).join(slurm_shots.groupby("slurm_job_id")["slurm_node"].first())
+    across = [
+        (a, b)
+        for (a, x), (b, y) in combinations(windows.iterrows(), 2)
+        if x["slurm_node"] != y["slurm_node"] and x["start"] < y["end"] and y["start"] < x["end"]
+    ]
+    assert across, windows
+
+
+def test_no_figure_of_a_cell_rests_on_two_nodes_and_what_pools_nodes_says_so(slurm_run, slurm_shots):
+    results = slurm_run["workdir"] / "results"
+    figures = pd.read_parquet(results / "figures.parquet")
+    fired = set(pd.read_parquet(results / "caveats.parquet")["caveat_id"])
+    node_of = slurm_shots.set_index("shot_id")["slurm_node"]
+    spans = figures["shot_ids"].map(lambda ids: node_of.loc[list(ids)].nunique() > 1 if len(ids) else False)
+    flagged = figures["caveat_ids"].map(lambda ids: "spans_machines" in ids)
+    assert (spans == flagged).all()  # the caveat is on exactly the figures whose shots span nodes
+    # Every figure of a cell, and every comparison of cells (cold/warm, a ratio), is of one node;
+    # only run-wide pools (the shot count, client against engine over all cells) span them.
+    assert figures.loc[spans, "protocol"].isna().all(), figures.loc[spans, "figure_id"].tolist()
+    assert figures["protocol"].notna().sum() > 0 and "several_machines" in fired
+    # Nodes on one host load each other while measuring side by side: the host-load caveat says so.
+    assert "host_busy" in fired
 
 
 def test_schema_equals_the_local_run_and_the_declared_schema(slurm_run, smoke_run):

@@ -77,3 +77,14 @@ PROBE = textwrap.dedent("""
         else:
             print(True)
 """)
+
+
+def test_nodes_sharing_a_temporary_directory_keep_separate_locks(monkeypatch):
+    from whichshot.measure import machine_lock
+
+    paths = {}
+    for host in ("wsn1.cluster", "wsn2.cluster"):
+        monkeypatch.setattr(machine_lock.socket, "gethostname", lambda host=host: host)
+        paths[host] = machine_lock.lock_path()
+    assert paths["wsn1.cluster"] != paths["wsn2.cluster"]
+    assert paths["wsn1.cluster"].parent == paths["wsn2.cluster"].parent

@@ -48,12 +48,51 @@ def _text(value: str | bytes) -> str:
 
 
 def cluster_identity(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Scheduler fields of a shot row; all null outside a Slurm job."""
+    """Scheduler fields of a shot row (null outside a Slurm job) and the identity of its GPUs."""
     env = os.environ if env is None else env
     gpus = slurm_gpus(env) if env.get("SLURM_JOB_ID") else None
+    uuids = gpu_uuids(gpus)
     return {
         "slurm_job_id": env.get("SLURM_JOB_ID"),
         "slurm_node": env.get("SLURMD_NODENAME") if env.get("SLURM_JOB_ID") else None,
         "slurm_gpus": gpus,
-        "gpu_uuid": gpu_uuids(gpus),
+        "gpu_uuid": uuids,
+        **gpu_identity(uuids.split(",") if uuids else None),
     }
+
+
+NO_GPU_IDENTITY = {
+    "gpu_name": None,
+    "gpu_driver": None,
+    "gpu_power_limit_w": None,
+    "gpu_max_sm_clock_mhz": None,
+}
+
+
+def gpu_identity(uuids: list[str] | None) -> dict[str, Any]:
+    """What makes two nodes' GPUs comparable: model name, driver, enforced power limit and highest
+    SM clock, read from NVML for the given GPUs (every GPU NVML sees where None). All null
+    without NVML or GPUs: not measured, never guessed."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return dict(NO_GPU_IDENTITY)
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        if uuids is not None:
+            handles = [h for h in handles if _text(pynvml.nvmlDeviceGetUUID(h)) in uuids]
+        if not handles:
+            return dict(NO_GPU_IDENTITY)
+        names = sorted({_text(pynvml.nvmlDeviceGetName(h)) for h in handles})
+        limits_mw = [pynvml.nvmlDeviceGetEnforcedPowerLimit(h) for h in handles]
+        clocks = [pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) for h in handles]
+        return {
+            "gpu_name": "|".join(names),
+            "gpu_driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "gpu_power_limit_w": sum(limits_mw) / 1000,
+            "gpu_max_sm_clock_mhz": float(min(clocks)),
+        }
+    except pynvml.NVMLError:
+        return dict(NO_GPU_IDENTITY)
+    finally:
+        pynvml.nvmlShutdown()

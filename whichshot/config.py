@@ -14,6 +14,7 @@ import yaml
 from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
 from whichshot.engines import engine_kinds, import_engine_modules, load_engine
 from whichshot.errors import WhichshotError
+from whichshot.measure.grid import AXES
 from whichshot.tables import record_schema
 
 
@@ -84,6 +85,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_prompts_fit_context(config)
     check_output_budget(config["workloads"])
     _check_traces(config)
+    _check_placement(config)
     return config
 
 
@@ -142,6 +144,16 @@ def check_output_budget(workloads: dict[str, Any]) -> None:
             f"{', '.join(asked)}: they return an input of up to document_tokens="
             f"{workloads['document_tokens']} tokens whole; set it >= {needed} ({RETURN_MARGIN} x "
             "document_tokens) or lower document_tokens"
+        )
+
+
+def _check_placement(config: dict[str, Any]) -> None:
+    """placement.by names grid axes (the shot columns a figure's cells differ in)."""
+    unknown = [axis for axis in config["placement"]["by"] if axis not in AXES]
+    if unknown:
+        raise WhichshotError(
+            f"invalid config: placement.by: {', '.join(map(repr, unknown))} is not a grid axis "
+            f"({', '.join(AXES)})"
         )
 
 

@@ -8,6 +8,7 @@ series, so a second measurement waits for the first to finish."""
 
 import contextlib
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +17,11 @@ from whichshot.cache import exclusive_lock
 
 
 def lock_path() -> Path:
-    """The lock file: per machine and user (another user's jobs are not ours to order)."""
-    return Path(tempfile.gettempdir()) / f"whichshot-measurement-{os.getuid()}.lock"
+    """The lock file: per machine and user (another user's jobs are not ours to order). Its name
+    holds the host name as well: nodes that share a temporary directory (simulated nodes on one
+    machine, or a site whose /tmp is a network filesystem) must not queue behind each other."""
+    host = socket.gethostname().split(".")[0] or "localhost"
+    return Path(tempfile.gettempdir()) / f"whichshot-measurement-{os.getuid()}-{host}.lock"
 
 
 @contextlib.contextmanager

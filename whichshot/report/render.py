@@ -111,7 +111,28 @@ def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
         "os": first.get("os"),
         "started": starts.iloc[0][:19] if len(starts) else None,
         "ended": starts.iloc[-1][:19] if len(starts) else None,
+        "machines": machine_rows(shots),
     }
+
+
+# A machine's identity as its shots recorded it (whichshot.host; NVML for the GPU fields).
+MACHINE_COLUMNS = ("slurm_node", "cpu_model", "cpu_count", "gpu_name", "gpu_driver", "gpu_power_limit_w",
+                   "gpu_max_sm_clock_mhz")  # fmt: skip
+
+
+def machine_rows(shots: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per machine the shots ran on: its identity (each value it recorded, '/'-joined where
+    its shots disagree; '' where not recorded), and how many series and shots ran there."""
+    if "hostname" not in shots or shots.empty:
+        return []
+    rows = []
+    for host, ran in shots.groupby("hostname", sort=True):
+        row = {"hostname": host, "series": ran["job_id"].nunique(), "shots": len(ran)}
+        for column in MACHINE_COLUMNS:
+            values = ran[column].dropna().unique() if column in ran else []
+            row[column] = "/".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+        rows.append(row)
+    return rows
 
 
 def caveat_rows(caveats: pd.DataFrame) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from whichshot.measure.grid import (
     trace_models,
     workload_models,
 )
+from whichshot.measure.placement import nodes_of, slurm_extra
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -27,6 +28,8 @@ except WhichshotError as error:
 validate(config, SCHEMA_FILE)
 
 JOBS = {job.job_id: job for job in all_jobs(config)}
+# The node each series is pinned to (None where placement.nodes is empty).
+NODES = nodes_of(JOBS.values(), config["placement"])
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
 TRACE_PATTERN = "|".join(config["traces"]) or "no-trace"
@@ -110,6 +113,16 @@ def synthetic_donor(wildcards):
     """A synthetic-weight model needs its donor model (for the tokenizer)."""
     synthetic = config["models"][wildcards.model].get("synthetic")
     return {"donor": f"results/models/{synthetic['donor']}.json"} if synthetic else {}
+
+
+def measurement_slurm_extra(wildcards):
+    """sbatch options of a series: its node to itself, and which node where placement pins it."""
+    return slurm_extra(NODES[wildcards.job])
+
+
+def probe_slurm_extra(wildcards):
+    """The hardware probe reads the first placement node (or any node, alone on it)."""
+    return slurm_extra((config["placement"]["nodes"] or [None])[0])
 
 
 def job_spec(wildcards):

@@ -25,6 +25,7 @@ rule probe_hardware:
     resources:
         # It loads the memory and every core: never beside a measurement on the same machine.
         measurement_slot=1,
+        slurm_extra=probe_slurm_extra,
     script:
         "../scripts/probe_hardware.py"
 

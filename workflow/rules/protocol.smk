@@ -13,6 +13,8 @@ rule run_series:
         ENV
     resources:
         measurement_slot=1,
+        # Under Slurm: the node to itself, pinned to its placement group's node (placement.nodes).
+        slurm_extra=measurement_slurm_extra,
     params:
         job=job_spec,
         run_id=config["run_id"],

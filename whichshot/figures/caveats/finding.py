@@ -13,6 +13,9 @@ from whichshot.figures.cells import AXES, group_cells
 from whichshot.figures.figure import Figure
 from whichshot.tables import record_schema
 
+# Shot columns besides the grid's axes that a caveat may be scoped across: the machine a shot ran on.
+ACROSS_COLUMNS = ("hostname",)
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -55,7 +58,7 @@ def attach(findings: Iterable[Finding], figures: list[Figure], shots: pd.DataFra
     Every shot is cited by its cell's shots_ok figure, so a caveat about shots always touches one.
     A scoped caveat (some columns, or comparisons across an axis) whose scope holds no figure of this
     run concerns no number shown: it does not fire."""
-    axes_of = shots.set_index("shot_id")[list(AXES)]
+    axes_of = shots.set_index("shot_id")[[*AXES, *ACROSS_COLUMNS]]
     rows = []
     for finding in findings:
         touched = [f for f in figures if finding.touches(f, axes_of)]

@@ -24,6 +24,69 @@ def single_machine(catalog: Catalog) -> Finding | None:
     )
 
 
+# What makes two machines' numbers comparable, as each shot records it (whichshot.host, NVML).
+MACHINE_IDENTITY = (
+    "cpu_model",
+    "cpu_count",
+    "gpu_name",
+    "gpu_driver",
+    "gpu_power_limit_w",
+    "gpu_max_sm_clock_mhz",
+)
+
+
+def several_machines(catalog: Catalog) -> Finding | None:
+    shots = catalog.shots
+    hosts = sorted(shots["hostname"].unique())
+    if len(hosts) < 2:
+        return None
+    return Finding(
+        "several_machines",
+        f"The shots come from {len(hosts)} machines ({', '.join(hosts)}); each figure's shots come from one "
+        "of them unless the figure carries spans_machines. Machines that share one host's cores (simulated "
+        "nodes) measure each other's load: see host_busy.",
+        ids(shots),
+    )
+
+
+def spans_machines(catalog: Catalog) -> Finding | None:
+    """Figures whose shots ran on more than one machine: a difference between the machines is in
+    the number (placement.nodes pins a placement group to one node; see docs/slurm.md)."""
+    compared = compared_across(catalog.figures, catalog.shots, "hostname")
+    if not compared:
+        return None
+    return Finding(
+        "spans_machines",
+        "Some figures rest on shots of more than one machine: whatever differs between the machines "
+        "(clocks, power limit, other load) is part of their value, not only the axis they compare.",
+        compared,
+        across="hostname",
+    )
+
+
+def machines_differ(catalog: Catalog) -> Finding | None:
+    """Machines whose recorded identity differs: a different GPU, driver, power limit or clock."""
+    shots = catalog.shots
+    if shots["hostname"].nunique() < 2:
+        return None
+    differ = []
+    for column in MACHINE_IDENTITY:
+        per_host = shots.groupby("hostname")[column].agg(lambda v: v.dropna().unique().tolist())
+        if len({tuple(map(str, values)) for values in per_host}) > 1:
+            words = "; ".join(
+                f"{host} {'/'.join(map(str, v)) or 'not recorded'}" for host, v in per_host.items()
+            )
+            differ.append(f"{column}: {words}")
+    if not differ:
+        return None
+    return Finding(
+        "machines_differ",
+        f"The machines are not alike: {' | '.join(differ)}. Set figures of one machine beside another's "
+        "only with that in mind.",
+        ids(shots),
+    )
+
+
 def one_repeat(catalog: Catalog) -> Finding | None:
     if catalog.shots["repeat"].max() > 1:
         return None
@@ -213,6 +276,9 @@ def cold_vs_warm_compared(catalog: Catalog) -> Finding | None:
 PREFILL_COLUMNS = frozenset({"ttft_s", "prefill_tok_s", "engine_prefill_tok_s", "engine_prompt_ms"})
 RUN_RULES = (
     single_machine,
+    several_machines,
+    spans_machines,
+    machines_differ,
     one_repeat,
     failed_shots,
     warm_series_broken,

@@ -1,0 +1,50 @@
+"""Which node each measurement series runs on, on a cluster of several.
+
+A figure compares series (cold against warm, a chunk size against the largest, drafting against
+none); measured on two nodes, it would compare the nodes too. Series that share the values of the
+configured `placement.by` axes form a placement group, and each group is pinned to one node of
+`placement.nodes`, round robin in grid order. Slurm does the rest: every measurement job asks for
+its node exclusively (`--exclusive`), so one node never runs two measurements, or anything else,
+at once, while different nodes measure side by side. Nothing here waits or schedules.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from whichshot.measure.grid import Job
+
+# Grid axes (shot columns) whose Job attribute has another name.
+_JOB_ATTRIBUTE = {
+    "prompt_tokens_requested": "prompt_tokens",
+    "context_tokens_requested": "context_tokens",
+    "prefill_chunk_tokens": "prefill_chunk",
+    "parallel_streams": "streams",
+}
+EXCLUSIVE = "--exclusive"
+
+
+def group_key(job: Job, by: Iterable[str]) -> tuple[Any, ...]:
+    """The placement group of a series: its values on the `by` axes."""
+    return tuple(getattr(job, _JOB_ATTRIBUTE.get(axis, axis)) for axis in by)
+
+
+def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | None]:
+    """Each job's node: its placement group's, round robin over `nodes` in the order groups first
+    appear; None for every job where no nodes are configured."""
+    nodes, by = placement.get("nodes", []), placement.get("by", ["model"])
+    node_of_group: dict[tuple[Any, ...], str] = {}
+    placed = {}
+    for job in jobs:
+        if not nodes:
+            placed[job.job_id] = None
+            continue
+        key = group_key(job, by)
+        if key not in node_of_group:
+            node_of_group[key] = nodes[len(node_of_group) % len(nodes)]
+        placed[job.job_id] = node_of_group[key]
+    return placed
+
+
+def slurm_extra(node: str | None) -> str:
+    """sbatch options of a measurement job: the node to itself, and which node where pinned."""
+    return EXCLUSIVE if node is None else f"{EXCLUSIVE} --nodelist={node}"
