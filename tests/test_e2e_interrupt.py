@@ -58,7 +58,7 @@ def test_ctrl_c_keeps_finished_shots_and_leaves_no_engine(tmp_path):
     kept = [json.loads(line) for line in partial.read_text().splitlines()]
     assert 1 <= len(kept) < 4
 
-    result = run_pipeline(tmp_path, config)
+    result = run_pipeline(tmp_path, config, "results/shots.parquet")  # figures and report add nothing here
     assert result.returncode == 0, result.stderr[-3000:]
     shots = pd.read_parquet(tmp_path / "results" / "shots.parquet").sort_values("series_position")
     assert list(shots["series_position"]) == [1, 2, 3, 4]

@@ -37,8 +37,8 @@ def load_run(tmp_path_factory):
     config["protocol"] = {"output_tokens": 16, "cold_processes": 0, "warm_shots": 3,
                           "context_tokens": [CONTEXT], "prefill_chunk_tokens": CHUNKS,
                           "parallel_streams": [1, 2]}  # fmt: skip
-    config["workloads"] = {"names": ["verbatim_recall"], "text_kinds": ["synthetic"], "document_tokens": 256,
-                           "max_output_tokens": 320, "context_tokens": CONTEXT, "cold_processes": 0,
+    config["workloads"] = {"names": ["verbatim_recall"], "text_kinds": ["synthetic"], "document_tokens": 144,
+                           "max_output_tokens": 180, "context_tokens": CONTEXT, "cold_processes": 0,
                            "warm_shots": 2}  # fmt: skip
     workdir = tmp_path_factory.mktemp("load-axes")
     # Four cores, no profile named: the default workflow profile is found as a user's run finds it,

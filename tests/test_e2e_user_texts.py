@@ -33,11 +33,11 @@ def user_run(tmp_path_factory):
     config["prompts"] = {"lengths": [64], "corpus": corpus}
     config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
     config["workloads"] = {"names": ["edit_file", "verbatim_recall"], "text_kinds": ["real"], "texts": corpus,
-                           "edit_source": edit, "document_tokens": 384, "max_output_tokens": 480,
+                           "edit_source": edit, "document_tokens": 320, "max_output_tokens": 400,
                            "context_tokens": 1280, "cold_processes": 1, "warm_shots": 0}  # fmt: skip
     config["bench"] = {"enabled": False}
     workdir = tmp_path_factory.mktemp("user-texts-run")
-    result = run_pipeline(workdir, config)
+    result = run_pipeline(workdir, config, "results/shots.parquet")  # the rows and prompts are checked
     assert result.returncode == 0, result.stderr[-4000:]
     return {"workdir": workdir, "corpus": corpus, "edit": edit, "notes": notes, "source": source}
 
@@ -72,7 +72,7 @@ def test_a_changed_user_file_is_refused_before_any_measurement(user_run):
     note = next(user_run["notes"].iterdir())
     note.write_text(note.read_text() + "\nchanged\n")
     result = run_pipeline(user_run["workdir"], yaml.safe_load(config_path.read_text()),
-                          "--forcerun", "build_prompts")  # fmt: skip
+                          "results/shots.parquet", "--forcerun", "build_prompts")  # fmt: skip
     assert result.returncode != 0
     assert "sha256 of" in result.stderr and "refusing to use it" in result.stderr
     shots = pd.read_parquet(user_run["workdir"] / "results" / "shots.parquet")

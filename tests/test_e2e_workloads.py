@@ -69,18 +69,19 @@ def test_needle_documents_are_cut_exactly_and_recall_documents_are_whole_section
     prompts = json.loads(
         (workload_run / "results" / "prompts" / "llama_cpp" / "smollm2_135m.json").read_text()
     )["workloads"]
+    document_tokens = load_config("workloads")["workloads"]["document_tokens"]
     for key in ("needle-real", "needle-synthetic"):
         item = prompts[key]
-        assert item["source"]["document_tokens"] == 384
+        assert item["source"]["document_tokens"] == document_tokens
         assert item["prompt_style"] == "chat template"  # SmolLM2 ships a ChatML template
-        assert item["prompt_tokens"] == len(item["token_ids"]) > 384
+        assert item["prompt_tokens"] == len(item["token_ids"]) > document_tokens
     needle = prompts["needle-real"]["checks"]["needle"]
     assert prompts["needle-real"]["text"].count(needle) == 1
-    # The recall returns its document whole: whole sections up to 384 tokens, no cut sentence.
+    # The recall returns its document whole: whole sections up to document_tokens, no cut sentence.
     recall = prompts["verbatim_recall-real"]
     document, sections = recall["checks"]["reference_text"], [text for _t, text in pydoc_sections()]
     assert any(document.startswith(text) for text in sections) and any(document.endswith(t) for t in sections)
-    assert 384 // 2 < recall["prompt_tokens"] < prompts["needle-real"]["prompt_tokens"]
+    assert document_tokens // 2 < recall["prompt_tokens"] < prompts["needle-real"]["prompt_tokens"]
 
 
 def test_workload_figures_exist(workload_run):

@@ -53,7 +53,7 @@ def test_without_its_module_the_kind_is_unknown():
 
 
 def test_a_pipeline_measures_the_new_kind(tmp_path):
-    result = run_pipeline(tmp_path, echo_config())
+    result = run_pipeline(tmp_path, echo_config(), "results/caveats.parquet")  # the shots, their caveats
     assert result.returncode == 0, result.stderr[-4000:]
     shots = pd.read_parquet(tmp_path / "results" / "shots.parquet")
     assert set(shots["engine_kind"]) == {"echo"} and (shots["status"] == "ok").all()
