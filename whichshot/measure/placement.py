@@ -31,7 +31,7 @@ def group_key(job: Job, by: Iterable[str]) -> tuple[Any, ...]:
 def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | None]:
     """Each job's node: its placement group's, round robin over `nodes` in the order groups first
     appear; None for every job where no nodes are configured."""
-    nodes, by = placement.get("nodes", []), placement.get("by", ["model"])
+    nodes, by = placement["nodes"], placement["by"]  # the schema's defaults are filled in
     node_of_group: dict[tuple[Any, ...], str] = {}
     placed = {}
     for job in jobs:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.report.claims import claim_rows, counts_line
 from whichshot.report.format import (
@@ -115,9 +116,8 @@ def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-# A machine's identity as its shots recorded it (whichshot.host; NVML for the GPU fields).
-MACHINE_COLUMNS = ("slurm_node", "cpu_model", "cpu_count", "gpu_name", "gpu_driver", "gpu_power_limit_w",
-                   "gpu_max_sm_clock_mhz")  # fmt: skip
+# A machine's identity as its shots recorded it, with the Slurm node that ran them.
+MACHINE_COLUMNS = ("slurm_node", *MACHINE_IDENTITY)
 
 
 def machine_rows(shots: pd.DataFrame) -> list[dict[str, Any]]:
