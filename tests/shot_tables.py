@@ -37,7 +37,7 @@ def cell(**changes: Any) -> dict[str, Any]:
 
 def job_id(of: dict[str, Any], repeat: int = 1) -> str:
     # Opaque to the figure stage (it never takes a job id apart); unique per cell and repeat.
-    axes = [*CELL, *(a for a in ("trace", "request_id") if of.get(a) is not None)]
+    axes = [*CELL, *(a for a in ("trace", "request_id", "node_requested") if of.get(a) is not None)]
     return "|".join(str(of[a]) for a in axes) + f"|rep{repeat}"
 
 

@@ -102,6 +102,20 @@ def test_every_cell_gets_inferred_ceilings_and_its_share_of_them():
     assert set(ceiling.input_figure_ids) >= {bandwidth.figure_id, "m/weight_bytes_per_token"}
 
 
+def test_a_cell_of_another_machine_gets_no_ceiling_from_this_machines_probe():
+    here = series(cell(protocol="cold"), [{"decode_tok_s": 50.0}] * 2, hostname="n1")
+    there = series(cell(protocol="warm", model="m"), [{"decode_tok_s": 50.0}] * 3, hostname="n2")
+
+    def ceiling_cells(host: str | None) -> list[str]:
+        probe = {**HARDWARE, "host": {**HARDWARE["host"], "hostname": host}}
+        figures, _ = compute_figures(pd.DataFrame(here + there), [], 0.7, probe, TRAFFIC)
+        return [f.cell_id for f in figures if f.metric == "decode_ceiling_tok_s"]
+
+    assert len(ceiling_cells(None)) == 2  # a probe that names no host (an older one): every cell
+    (only,) = ceiling_cells("n1")
+    assert "cold" in only
+
+
 def test_no_probe_no_ceiling():
     shots = series(cell(protocol="cold"), [{}] * 2)
     figures, _ = compute_figures(pd.DataFrame(shots), [], 0.7)

@@ -5,7 +5,9 @@ adapted to it, with each prompt length's series pinned to one node (placement.no
 What must hold: every series ran on its placement node; one node never ran two measurement jobs at
 once (Slurm's --exclusive, from Slurm's records and from the shots' own times); different nodes
 did measure at the same time; no figure rests on shots of two nodes; the shot table has the local
-run's schema. The simulated nodes share this machine's two cores, so their speeds are not
+run's schema. A second run compares two nodes (placement.compare_nodes): every series ran on each,
+each cell's figures stay on one node, and every figure that sets one node against the other says
+so (nodes_compared). The simulated nodes share this machine's two cores, so their speeds are not
 comparable, and the figures say so (host_busy): this proves scheduling and placement, not speed."""
 
 import os
@@ -159,6 +161,65 @@ def test_schema_equals_the_local_run_and_the_declared_schema(slurm_run, smoke_ru
     declared = arrow_schema(record_schema("shots"))
     assert slurm_schema.equals(local_schema, check_metadata=False)
     assert slurm_schema.equals(declared, check_metadata=False)
+
+
+def compare_config(nodes: list[str]) -> dict:
+    """One prompt length's warm series on each of two nodes: two measurement jobs, side by side (a
+    cold series would add two more jobs and nothing the comparison does not already show)."""
+    config = nodes_config(nodes)
+    config["prompts"]["lengths"] = LENGTHS[:1]
+    config["protocol"]["cold_processes"] = 0
+    config["placement"] = {"nodes": nodes[:2], "compare_nodes": True}
+    return config
+
+
+@pytest.fixture(scope="module")
+def compare_run(slurm: SlurmCluster, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("slurm_compare")
+    profile = local_profile(tmp_path_factory.mktemp("slurm_profile"), nodes=NODES, first_check_s=1)
+    config = compare_config(slurm.nodes)
+    t0 = time.monotonic()
+    result = run_pipeline(workdir, config, *targets(), profile=profile, env=slurm.env, timeout_s=900)
+    print(f"slurm node comparison on 2 nodes: {time.monotonic() - t0:.1f} s")
+    assert result.returncode == 0, result.stderr[-3000:] + _job_logs(workdir) + slurm.logs()
+    results = workdir / "results"
+    return {
+        "shots": pd.read_parquet(results / "shots.parquet"),
+        "figures": pd.read_parquet(results / "figures.parquet"),
+        "caveats": pd.read_parquet(results / "caveats.parquet"),
+        "compared": slurm.nodes[:2],
+    }
+
+
+def test_a_node_comparison_runs_every_series_on_each_node_it_names(compare_run):
+    shots, (first, second) = compare_run["shots"], compare_run["compared"]
+    assert len(shots) > 0 and (shots["status"] == "ok").all()
+    assert (shots["slurm_node"] == shots["node_requested"]).all() and (
+        shots["hostname"] == shots["slurm_node"]
+    ).all()
+    per_node = shots.groupby("node_requested")["series_label"].agg(
+        lambda labels: {x.rsplit(".on-", 1)[0] for x in labels}
+    )
+    assert set(per_node.index) == {first, second} and per_node[first] == per_node[second]
+    for _node, rows in shots.groupby("node_requested"):
+        assert overlapping_windows(shot_windows(rows)) == []
+
+
+def test_a_node_comparison_keeps_cells_on_one_node_and_says_where_it_compares_them(compare_run):
+    shots, figures, (first, second) = compare_run["shots"], compare_run["figures"], compare_run["compared"]
+    node_of = shots.set_index("shot_id")["node_requested"]
+    spans = figures["shot_ids"].map(lambda ids: node_of.loc[list(ids)].nunique() > 1 if len(ids) else False)
+    assert (spans == figures["caveat_ids"].map(lambda ids: "nodes_compared" in ids)).all()
+    ratios = figures[figures["metric"].isin(["xnode_decode_ratio", "xnode_prefill_ratio"])]
+    assert len(ratios) == 2 and ratios["value"].notna().all()  # decode and prefill
+    assert (
+        set(ratios["node_requested"]) == {second}
+        and ratios["baseline_cell_id"].str.contains(f"on-{first}").all()
+    )
+    # Every other figure of a node's cells (its statistics, cold against warm) rests on that node alone.
+    of_one_node = figures["node_requested"].notna() & ~figures["metric"].str.startswith("xnode_")
+    assert of_one_node.any() and not spans[of_one_node].any()
+    assert "nodes_compared" in set(compare_run["caveats"]["caveat_id"])
 
 
 def test_local_shots_carry_no_slurm_fields(smoke_run):

@@ -1,6 +1,8 @@
-"""Many nodes (issue 21): which node each series is pinned to, what Slurm is asked for, and the
-caveats a figure gets when its shots come from more than one machine or the machines differ."""
+"""Many nodes (issue 21): which node each series is pinned to, what Slurm is asked for, the caveats
+a figure gets when its shots come from more than one machine or the machines differ, and a run that
+compares nodes (the node an axis: one cell per node, ratios between nodes that say so)."""
 
+import pandas as pd
 import pytest
 
 from tests.pipeline import load_config
@@ -9,7 +11,8 @@ from whichshot.config import check_config
 from whichshot.errors import WhichshotError
 from whichshot.figures.table import compute_figures
 from whichshot.measure.grid import all_jobs
-from whichshot.measure.placement import nodes_of, slurm_extra
+from whichshot.measure.placement import check_on_its_node, nodes_of, slurm_extra
+from whichshot.report.tables import build_tables
 
 WARM, COLD = cell(), cell(protocol="cold")
 
@@ -49,6 +52,7 @@ def test_without_nodes_nothing_is_pinned_and_every_measurement_still_has_its_nod
         ({"nodes": ["n1"], "by": ["modle"]}, "placement.by: 'modle' is not a grid axis"),
         ({"nodes": ["n1; rm -rf /"]}, "placement.nodes.0"),
         ({"nodes": ["n1", "n1"]}, "placement.nodes"),
+        ({"nodes": ["n1"], "compare_nodes": True}, "compare_nodes needs at least two nodes"),
     ],
 )
 def test_a_bad_placement_is_refused_before_anything_runs(placement, said):
@@ -108,3 +112,63 @@ def test_the_report_lists_each_machine_as_its_shots_recorded_it():
     n1, n2 = rows["n1"], rows["n2"]
     assert (n1["gpu_name"], n1["gpu_power_limit_w"], n1["shots"]) == ("NVIDIA H200", "700", 3)
     assert (n2["gpu_name"], n2["series"], n2["shots"]) == ("", 1, 2)
+
+
+def test_a_node_comparison_runs_every_series_on_each_node_the_node_an_axis():
+    plain = all_jobs(smoke())
+    config = smoke(nodes=["a100", "h100"], compare_nodes=True)
+    jobs = all_jobs(config)
+    assert len(jobs) == 2 * len(plain) and len({j.job_id for j in jobs}) == len(jobs)
+    nodes = nodes_of(jobs, config["placement"])
+    assert all(nodes[j.job_id] == j.node for j in jobs)
+    for node in ("a100", "h100"):
+        mine = [j for j in jobs if j.node == node]
+        assert [j.series_label for j in mine] == [f"{j.series_label}.on-{node}" for j in plain]
+        assert [j.repeat for j in mine] == [j.repeat for j in plain]
+
+
+def test_a_series_of_a_node_comparison_refuses_to_run_on_another_node():
+    job = next(j for j in all_jobs(smoke(nodes=["a100", "h100"], compare_nodes=True)) if j.node == "h100")
+    check_on_its_node(job, "h100", "h100")  # its own node: runs
+    with pytest.raises(WhichshotError, match="belongs to node h100 .* runs on Slurm node a100"):
+        check_on_its_node(job, "a100", "a100")
+    with pytest.raises(WhichshotError, match="runs on box, outside Slurm"):
+        check_on_its_node(job, None, "box")
+    check_on_its_node(all_jobs(smoke())[0], None, "box")  # no comparison: anywhere
+
+
+def compared_nodes():
+    """Cold and warm cells of one grid point on two nodes of another GPU and power limit."""
+    nodes = {"n1": {"gpu_name": "NVIDIA A100", "gpu_power_limit_w": 400.0, "decode_tok_s": 40.0},
+             "n2": {"gpu_name": "NVIDIA H100", "gpu_power_limit_w": 700.0, "decode_tok_s": 60.0}}  # fmt: skip
+    rows = []
+    for node, values in nodes.items():
+        rows += series(cell(node_requested=node), [{}] * 3, hostname=node, slurm_node=node, **values)
+        rows += series(cell(protocol="cold", node_requested=node), [{}] * 2, hostname=node, **values)
+    return table(rows)
+
+
+def test_node_ratios_compare_one_cell_on_two_nodes_and_every_such_figure_says_so():
+    shots = compared_nodes()
+    figures, caveats = compute_figures(shots, [], 0.7)
+    fired = {c["caveat_id"] for c in caveats}
+    node_of = shots.set_index("shot_id")["node_requested"]
+    ratios = [f for f in figures if f.metric == "xnode_decode_ratio"]
+    assert len(ratios) == 2  # warm and cold of n2 against n1
+    assert all(f.value == pytest.approx(60.0 / 40.0) for f in ratios)
+    assert {"nodes_compared", "machines_differ", "spans_machines"} <= fired
+    for f in figures:
+        across = bool(f.shot_ids) and node_of.loc[f.shot_ids].nunique() > 1
+        assert ("nodes_compared" in f.caveat_ids) == across, f.figure_id
+        if f.metric in ("decode_tok_s", "prefill_tok_s", "shots_ok") and f.cell_id:
+            assert not across, f.figure_id  # a cell's own figure stays on its node
+    assert all(set(node_of.loc[f.shot_ids]) == {"n1", "n2"} for f in ratios)
+
+
+def test_the_report_sets_compared_nodes_side_by_side():
+    figures, _ = compute_figures(compared_nodes(), [], 0.7)
+    (nodes,) = build_tables(pd.DataFrame([f.as_row() for f in figures])).sides  # one engine: no engine table
+    assert (nodes.sides, nodes.reference, nodes.head_axis) == (["n1", "n2"], "n1", "engine")
+    assert {r["protocol"] for r in nodes.rows} == {"cold", "warm"}
+    ratio = next(r for r in nodes.rows if r["protocol"] == "warm")["cells"][("n2", "xnode_decode_ratio")]
+    assert ratio["value"] == pytest.approx(1.5)

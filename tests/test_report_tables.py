@@ -70,8 +70,8 @@ def test_engine_table_sets_engines_side_by_side_per_mode():
         series(recall("llama", "none"), [{}]), series(recall("llama", "ngram"), [{}]),
         series(recall("hf", "none"), [{}]), series(recall("hf", "lookup"), [{}]),
     )  # fmt: skip
-    table = build_tables(figures).engines
-    assert table.engines == ["llama", "hf"] and table.reference == "llama" and table.others == ["hf"]
+    (table,) = build_tables(figures).sides
+    assert table.sides == ["llama", "hf"] and table.reference == "llama" and table.others == ["hf"]
     assert [r["spec_mode"] for r in table.rows] == ["none", "ngram", "lookup"]  # no drafting first
     none = table.rows[0]["cells"]
     assert {("llama", "decode_tok_s"), ("hf", "decode_tok_s"), ("hf", "xengine_decode_ratio")} <= set(none)

@@ -148,12 +148,19 @@ def check_output_budget(workloads: dict[str, Any]) -> None:
 
 
 def _check_placement(config: dict[str, Any]) -> None:
-    """placement.by names grid axes (the shot columns a figure's cells differ in)."""
-    unknown = [axis for axis in config["placement"]["by"] if axis not in AXES]
+    """placement.by names grid axes (the shot columns a figure's cells differ in); a node comparison
+    names at least two nodes."""
+    placement = config["placement"]
+    unknown = [axis for axis in placement["by"] if axis not in AXES]
     if unknown:
         raise WhichshotError(
             f"invalid config: placement.by: {', '.join(map(repr, unknown))} is not a grid axis "
             f"({', '.join(AXES)})"
+        )
+    if placement["compare_nodes"] and len(placement["nodes"]) < 2:
+        raise WhichshotError(
+            "invalid config: placement.compare_nodes needs at least two nodes in placement.nodes "
+            f"to compare (got {placement['nodes'] or 'none'})"
         )
 
 

@@ -54,8 +54,11 @@ def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
         for model, traffic in catalog.traffic.items()
     }
     figures = [*peaks.values(), *(f for per_model in facts.values() for f in per_model.values())]
+    probed_host = hardware["host"].get("hostname")
     for cell, rows in group_cells(catalog.shots):
-        device = _device(rows, gpu)
+        # Another machine's cells have no ceiling: the probe measured only this one's peaks.
+        elsewhere = probed_host is not None and set(rows["hostname"]) != {probed_host}
+        device = None if elsewhere else _device(rows, gpu)
         if cell["model"] in facts and device and (rows["status"] == "ok").any():
             figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], peaks, facts[cell["model"]])
     return figures

@@ -72,6 +72,7 @@ _PREFIX = {
     "precondition_s": "pre",
     "prefill_chunk_tokens": "ub",
     "parallel_streams": "np",
+    "node_requested": "on-",
 }
 
 

@@ -21,6 +21,7 @@ from whichshot.figures.energy_figures import energy_figures
 from whichshot.figures.engine_figures import engine_figures
 from whichshot.figures.figure import Figure
 from whichshot.figures.load_figures import load_figures
+from whichshot.figures.node_figures import node_figures
 from whichshot.figures.outlier_figures import outlier_figures
 from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
@@ -41,6 +42,7 @@ FAMILIES = (
     workload_figures,
     trace_figures,
     engine_figures,
+    node_figures,
 )
 
 

@@ -42,7 +42,7 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     gpu_energy_power_w, gpu_power_reliable against the counter; 2 -> 3: repetition, loops and the
     gates the output alone decides; 3 -> 4: output_length from the workload, no trace; 4 -> 5: one
     stream, llama.cpp's 512-token prefill chunk), else null (not measured; 5 -> 6 added the GPUs'
-    identity, which older rows did not record)."""
+    identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:

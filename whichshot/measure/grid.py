@@ -1,12 +1,13 @@
 """The grid: config -> the list of series (jobs) it expands to. One job is one JSONL file.
 
 Axes: engine x model x prompt length x protocol (cold; warm x rest) x context window x
-prompt order x preconditioning (warm only) x prefill chunk x parallel streams x repeat. Every
-control of seed 000 is an axis here, and seed 002's concurrency.
+prompt order x preconditioning (warm only) x prefill chunk x parallel streams x repeat, and the
+node where a run compares nodes (placement.compare_nodes). Every control of seed 000 is an axis
+here, and seed 002's concurrency.
 """
 
 import itertools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
@@ -16,7 +17,7 @@ from whichshot.spec_modes import applies
 # cell is the group of shots that share all of them. A series (one job, one repeat) is part of a cell.
 AXES = ("engine", "model", "workload", "text_kind", "prompt_tokens_requested", "protocol", "rest_s",
         "precondition_s", "context_tokens_requested", "order", "spec_mode", "engine_warmup", "trace",
-        "request_id", "prefill_chunk_tokens", "parallel_streams")  # fmt: skip
+        "request_id", "prefill_chunk_tokens", "parallel_streams", "node_requested")  # fmt: skip
 DEFAULT_WARMUP = "engine_default"
 BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
 TRACE_WORKLOAD = "trace"  # a request of the user's own trace
@@ -50,6 +51,7 @@ class Job:
     request_id: str | None = None
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK  # tokens per prefill step (llama.cpp -ub)
     streams: int = ONE_STREAM  # requests in flight at once against one process of this many slots
+    node: str | None = None  # the cluster node a node comparison runs this series on (else None)
 
     @property
     def prompt_key(self) -> str:
@@ -213,8 +215,20 @@ def _request_job_id(engine, model, part, shape, context, mode, warmup, repeat) -
 
 
 def all_jobs(config: dict[str, Any]) -> list[Job]:
-    """Every series of the run: the protocol grid, the workloads and the traces."""
-    return expand_jobs(config) + expand_workload_jobs(config) + expand_trace_jobs(config)
+    """Every series of the run: the protocol grid, the workloads and the traces (on each compared
+    node where the run compares nodes)."""
+    jobs = expand_jobs(config) + expand_workload_jobs(config) + expand_trace_jobs(config)
+    placement = config.get("placement", {})
+    return on_nodes(jobs, placement["nodes"]) if placement.get("compare_nodes") else jobs
+
+
+def on_nodes(jobs: list[Job], nodes: list[str]) -> list[Job]:
+    """Every series once per node, the node an axis: `<cell>.on-<node>.rep<k>`."""
+    return [
+        replace(job, node=node, job_id=f"{job.series_label}.on-{node}.rep{job.repeat}")
+        for job in jobs
+        for node in nodes
+    ]
 
 
 def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:

@@ -6,11 +6,15 @@ configured `placement.by` axes form a placement group, and each group is pinned 
 `placement.nodes`, round robin in grid order. Slurm does the rest: every measurement job asks for
 its node exclusively (`--exclusive`), so one node never runs two measurements, or anything else,
 at once, while different nodes measure side by side. Nothing here waits or schedules.
+
+A run that compares nodes (placement.compare_nodes) runs every series on each node instead: the
+node is then a grid axis (whichshot.measure.grid.on_nodes), and each series goes to its own.
 """
 
 from collections.abc import Iterable
 from typing import Any
 
+from whichshot.errors import WhichshotError
 from whichshot.measure.grid import Job
 
 # Grid axes (shot columns) whose Job attribute has another name.
@@ -29,12 +33,15 @@ def group_key(job: Job, by: Iterable[str]) -> tuple[Any, ...]:
 
 
 def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | None]:
-    """Each job's node: its placement group's, round robin over `nodes` in the order groups first
-    appear; None for every job where no nodes are configured."""
+    """Each job's node: its own in a node comparison, else its placement group's, round robin over
+    `nodes` in the order groups first appear; None for every job where no nodes are configured."""
     nodes, by = placement["nodes"], placement["by"]  # the schema's defaults are filled in
     node_of_group: dict[tuple[Any, ...], str] = {}
     placed = {}
     for job in jobs:
+        if job.node is not None:
+            placed[job.job_id] = job.node
+            continue
         if not nodes:
             placed[job.job_id] = None
             continue
@@ -48,3 +55,15 @@ def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | 
 def slurm_extra(node: str | None) -> str:
     """sbatch options of a measurement job: the node to itself, and which node where pinned."""
     return EXCLUSIVE if node is None else f"{EXCLUSIVE} --nodelist={node}"
+
+
+def check_on_its_node(job: Job, slurm_node: str | None, hostname: str) -> None:
+    """A series of a node comparison runs on its node or not at all: its shots would be filed under
+    a node that never ran them."""
+    if job.node is None or slurm_node == job.node:
+        return
+    where = f"Slurm node {slurm_node}" if slurm_node else f"{hostname}, outside Slurm"
+    raise WhichshotError(
+        f"series {job.job_id} belongs to node {job.node} of a node comparison (placement.compare_nodes) "
+        f"but runs on {where}; run the comparison through the Slurm profile (docs/slurm.md)"
+    )

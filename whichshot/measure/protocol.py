@@ -324,6 +324,7 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "context_tokens_requested": ctx.settings.context_tokens,
         "prefill_chunk_tokens": job.prefill_chunk,
         "parallel_streams": job.streams,
+        "node_requested": job.node,
         "output_tokens_requested": _output_budget(ctx),
         "output_length": output_length(ctx),
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),

@@ -14,12 +14,11 @@ from whichshot.report.tables import (
     CHECKS,
     HEADLINE_COLUMNS,
     LOAD_COLUMNS,
-    PER_ENGINE,
+    PER_SIDE,
     SPEEDUP,
     TRACE_MIX_COLUMNS,
-    VS_REFERENCE,
     WORKLOAD_COLUMNS,
-    EngineTable,
+    SideTable,
     build_tables,
     check_summary,
     energy_verdict,
@@ -63,7 +62,7 @@ def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     header += [md(f"{title} ({unit})") for _m, title, unit in HEADLINE_COLUMNS]
     body = [
         [
-            md(r["engine"]),
+            md(r["engine_on"]),
             md(r["model"]),
             md(r["prompt_tokens_requested"]),
             md(r["series"]),
@@ -93,7 +92,7 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
         cells = [_workload_cell(r, metric, numbers) for metric, *_ in shown]
         lossless = r["cells"].get("lossless_share")
         checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
-        head = [md(r[a]) for a in ("engine", "model", "workload", "text_kind", "protocol", "spec_mode")]
+        head = [md(r[a]) for a in ("engine_on", "model", "workload", "text_kind", "protocol", "spec_mode")]
         body.append(
             [
                 *head,
@@ -112,7 +111,7 @@ def load_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]
     header += [md(f"{title} ({unit})") for _metric, title, unit in LOAD_COLUMNS]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in rows:
-        axes = [md(str(r[a])) for a in ("engine", "model", "prompt_tokens_requested", "protocol",
+        axes = [md(str(r[a])) for a in ("engine_on", "model", "prompt_tokens_requested", "protocol",
                                          "prefill_chunk_tokens", "parallel_streams")]  # fmt: skip
         lines.append(
             "| "
@@ -126,7 +125,7 @@ def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list
     header = ["engine", "model", "trace", "protocol", "text", "speculative mode"]
     header += [md(f"{title} ({unit})") for _metric, title, unit in TRACE_MIX_COLUMNS]
     body = [
-        [md(r[a]) for a in ("engine", "model", "trace", "protocol")]
+        [md(r[a]) for a in ("engine_on", "model", "trace", "protocol")]
         + [md(r["text_kind"] or "all"), md(r["spec_mode"] or "—")]
         + [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in TRACE_MIX_COLUMNS]
         for r in rows
@@ -134,26 +133,23 @@ def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list
     return _table(header, body)
 
 
-def engine_side_by_side(table: EngineTable, numbers: dict[str, int]) -> list[str]:
-    header = ["model", "workload", "text", "protocol", "speculative mode"]
-    header += [md(f"{title} ({unit}), {e}") for e in table.engines for _m, title, unit in PER_ENGINE]
+def side_by_side(table: SideTable, numbers: dict[str, int]) -> list[str]:
+    head_axes = [a for a in (table.head_axis,) if a] + ["model", "workload", "text_kind", "which_shot"]
+    header = [md(a) for a in head_axes[:-2]] + ["text", "protocol", "speculative mode"]
+    head_axes.append("spec_mode")
+    header += [md(f"{title} ({unit}), {e}") for e in table.sides for _m, title, unit in PER_SIDE]
     header += [
         md(f"{e}: {title} {table.reference} ({unit})")
         for e in table.others
-        for _m, title, unit in VS_REFERENCE
+        for _m, title, unit in table.vs_reference
     ]
     body = []
     for r in table.rows:
-        cells = [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.engines for m, *_ in PER_ENGINE]
-        cells += [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.others for m, *_ in VS_REFERENCE]
-        head = [
-            md(r["model"]),
-            md(r["workload"]),
-            md(r["text_kind"]),
-            md(r["which_shot"]),
-            md(r["spec_mode"]),
+        cells = [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.sides for m, *_ in PER_SIDE]
+        cells += [
+            _cell(r["cells"].get((e, m)), numbers, "—") for e in table.others for m, *_ in table.vs_reference
         ]
-        body.append(head + cells)
+        body.append([md(r[a]) for a in head_axes] + cells)
     return _table(header, body)
 
 
@@ -224,14 +220,14 @@ def render_summary(
             "saved = the difference for one pass. Per-request figures are in the HTML report.",
             "",
         ]
-    if tables.engines:
+    for table in tables.sides:
         lines += [
-            "## Engines side by side",
+            f"## {table.title}",
             "",
-            *engine_side_by_side(tables.engines, numbers),
+            *side_by_side(table, numbers),
             "",
-            f"— = not run on that engine (a mode is one engine kind's setting) or does not apply. "
-            f"Ratios: this engine over {md(tables.engines.reference)}, same cell otherwise.",
+            f"— = not run on that {table.noun} or does not apply. Ratios: this {table.noun} over "
+            f"{md(table.reference)}, same cell otherwise.",
             "",
         ]
     if tables.inferred:

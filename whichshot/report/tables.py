@@ -14,6 +14,9 @@ import pandas as pd
 from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import AXES
+from whichshot.figures.engine_figures import ENGINES
+from whichshot.figures.node_figures import NODES
+from whichshot.figures.side_figures import SAME_OUTPUT, Side
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
@@ -83,19 +86,37 @@ CHECKS = (
     ("needle_found_share", "needle", "the planted passphrase is in the output"),
     ("code_parses_share", "parses", "the code parses as Python 3"),
 )
-# The engines-side-by-side table: per engine (the cells' own figures), then against the reference.
-PER_ENGINE = (
+# The side-by-side tables (engines; nodes of a node comparison): per side (the cells' own figures),
+# then each side against the reference side.
+PER_SIDE = (
     ("decode_tok_s", "decode", "tok/s"),
     ("prefill_tok_s", "prefill", "tok/s"),
     ("ttft_s", "TTFT", "s"),
     ("speedup_vs_none", "speed-up over none", "×"),
     ("lossless_share", "lossless vs none", "% of shots"),
 )
-VS_REFERENCE = (
-    ("xengine_decode_ratio", "decode vs", "×"),
-    ("xengine_prefill_ratio", "prefill vs", "×"),
-    ("xengine_same_output_share", "same output as", "% of shots"),
-)
+
+
+def vs_reference(side: Side) -> tuple[tuple[str, str, str], ...]:
+    """The columns that set a side against the reference side."""
+    return (
+        (side.metric("decode_ratio"), "decode vs", "×"),
+        (side.metric("prefill_ratio"), "prefill vs", "×"),
+        (side.metric(SAME_OUTPUT), "same output as", "% of shots"),
+    )
+
+
+# (side, anchor, title, what the sides share and what differs)
+SIDES = (
+    (ENGINES, "engines", "Engines side by side",
+     "The same model file, prompt, workload and protocol on each engine, in one run. A speculative mode "
+     "is one engine kind's setting: an engine without it shows —, it never ran as no drafting."),
+    (NODES, "nodes", "Nodes side by side",
+     "The same engine build, model file, prompt, workload and protocol on each node of the comparison "
+     "(placement.compare_nodes), in one run. A ratio is of whole machines: GPU, driver, power limit, "
+     "CPU and their load differ with the node (caveat nodes_compared; the machines table under What "
+     "ran says what each node recorded)."),
+)  # fmt: skip
 CEILING_METRICS = frozenset(
     {
         "cpu_copy_bandwidth_bytes_s",
@@ -172,14 +193,26 @@ class Section:
 
 
 @dataclass
-class EngineTable:
-    engines: list[str]
-    reference: str
+class SideTable:
+    """Cells run on two or more sides of one axis (engines, compared nodes), side by side."""
+
+    axis: str
+    noun: str
+    key: str
+    title: str
+    intro: str
+    sides: list[str]
+    vs_reference: tuple[tuple[str, str, str], ...]
+    head_axis: str | None  # the other side axis, where rows differ in it (its own first column)
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def reference(self) -> str:
+        return self.sides[0]
+
+    @property
     def others(self) -> list[str]:
-        return [e for e in self.engines if e != self.reference]
+        return [e for e in self.sides if e != self.reference]
 
 
 @dataclass
@@ -198,7 +231,7 @@ class ReportTables:
     workloads: list[dict[str, Any]]
     trace_mix: list[dict[str, Any]]
     trace_requests: list[dict[str, Any]]
-    engines: EngineTable | None
+    sides: list[SideTable]
     telemetry: list[dict[str, Any]]
     series: SeriesTable
     sections: list[Section]
@@ -227,7 +260,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     trace_requests = cell_rows([r for r in traced if r["request_id"]], TRACE_REQUEST_COLUMNS, shown,
                                with_protocol=False)  # fmt: skip
     _order_workload_rows(trace_requests)
-    engines = engine_table(per_cell, shown)
+    sides = [t for t in (side_table(per_cell, shown, *side) for side in SIDES) if t is not None]
     load = cell_rows(_load_cells(base), LOAD_COLUMNS, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
     telemetry = cell_rows(
@@ -284,7 +317,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         ),
     ]
     inferred = [r for r in records if r["kind"] == "inferred"]
-    return ReportTables(run, headline, load, workloads, trace_mix, trace_requests, engines, telemetry,
+    return ReportTables(run, headline, load, workloads, trace_mix, trace_requests, sides, telemetry,
                         series, [s for s in sections if s.rows], inferred, shown)  # fmt: skip
 
 
@@ -301,8 +334,9 @@ def named_metrics() -> frozenset[str]:
     from whichshot.figures.constants import CONSTANTS
     from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES
 
-    columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_ENGINE, VS_REFERENCE,
-               TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS, COUNT_RATIOS, SHARES, LOAD_COLUMNS)  # fmt: skip
+    columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_SIDE,
+               *(vs_reference(side) for side, *_ in SIDES), TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS,
+               COUNT_RATIOS, SHARES, LOAD_COLUMNS)  # fmt: skip
     named = {row[0] for table in columns for row in table} | {constant.metric for constant in CONSTANTS}
     statistics = (*cells.CELL_COLUMNS, *cells.WORKLOAD_COLUMNS, *cells.DRAFTED_COLUMNS, *cells.TRACE_COLUMNS,
                   *cells.STREAM_COLUMNS)  # fmt: skip
@@ -338,7 +372,7 @@ def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
                     "prefill_chunk_tokens", "parallel_streams"):  # fmt: skip
             row[key] = None if row[key] is None else int(row[key])
         for key in ("workload", "text_kind", "spec_mode", "engine", "model", "protocol", "order", "trace",
-                    "request_id"):  # fmt: skip
+                    "request_id", "node_requested"):  # fmt: skip
             row[key] = None if pd.isna(row.get(key)) else row[key]
     return rows
 
@@ -370,9 +404,11 @@ def _with_which_shot(rows: list[dict[str, Any]], with_protocol: bool = True) -> 
 
 
 def row_head(r: dict[str, Any]) -> dict[str, Any]:
-    """A cell's axis values, as a table row starts."""
+    """A cell's axis values, as a table row starts (engine_on: the engine and, in a node comparison,
+    its node: the tables that list engines name the node there)."""
     return {
         **{axis: r[axis] for axis in AXES},
+        "engine_on": f"{r['engine']} on {r['node_requested']}" if r["node_requested"] else r["engine"],
         "cell_id": r["cell_id"],
         "cells": {},
         "series": series_words(r),
@@ -432,27 +468,33 @@ def _mark_group_starts(rows: list[dict[str, Any]], axes: list[str]) -> None:
         previous = group
 
 
-def engine_table(records: list[dict[str, Any]], shown: set[str]) -> EngineTable | None:
-    """Cells that two or more engines ran, side by side; None with one engine."""
-    engines = list(dict.fromkeys(r["engine"] for r in records if r["engine"]))
-    if len(engines) < 2:
+def side_table(
+    records: list[dict[str, Any]], shown: set[str], side: Side, key: str, title: str, intro: str
+) -> SideTable | None:
+    """Cells that two or more sides of the axis ran, side by side; None with one side."""
+    axis = side.axis
+    sides = list(dict.fromkeys(r[axis] for r in records if r[axis]))
+    if len(sides) < 2:
         return None
-    others = [a for a in AXES if a != "engine"]
+    others = [a for a in AXES if a != axis]
     group_axes = [a for a in others if a != "spec_mode"]
     ran = {}
     for r in records:
-        ran.setdefault(tuple(r[a] for a in group_axes), set()).add(r["engine"])
-    metrics = {m for m, *_ in PER_ENGINE + VS_REFERENCE}
+        ran.setdefault(tuple(r[a] for a in group_axes), set()).add(r[axis])
+    columns = vs_reference(side)
+    metrics = {m for m, *_ in PER_SIDE + columns}
     rows: dict[tuple, dict[str, Any]] = {}
     for r in records:
         if r["metric"] not in metrics or len(ran[tuple(r[a] for a in group_axes)]) < 2:
             continue
-        row = rows.setdefault(tuple(r[a] for a in others), {**row_head(r), "engine": None})
-        row["cells"][(r["engine"], r["metric"])] = r
+        row = rows.setdefault(tuple(r[a] for a in others), {**row_head(r), axis: None})
+        row["cells"][(r[axis], r["metric"])] = r
         shown.add(r["figure_id"])
     ordered = _with_which_shot(list(rows.values()))
     _order_workload_rows(ordered)
-    return EngineTable(engines, engines[0], ordered)
+    head = next(s.axis for s, *_ in SIDES if s.axis != axis)
+    head_axis = head if any(r[head] for r in ordered) else None
+    return SideTable(axis, side.noun, key, title, intro, sides, columns, head_axis, ordered)
 
 
 def series_table(records: list[dict[str, Any]], shown: set[str]) -> SeriesTable:

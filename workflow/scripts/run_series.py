@@ -13,6 +13,7 @@ from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.grid import Job, all_jobs
 from whichshot.measure.machine_lock import measurement_lock
+from whichshot.measure.placement import check_on_its_node
 from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.series import run_series_with_telemetry
@@ -22,6 +23,8 @@ from whichshot.spec_modes import kind_settings, uses_draft_model
 
 def main(smk):
     job = Job(**smk.params.job)
+    identity = host_identity()
+    check_on_its_node(job, identity["slurm_node"], identity["hostname"])
     engine_spec = smk.params.engines[job.engine]
     model = json.loads(Path(smk.input.model).read_text())
     prompts = json.loads(Path(smk.input.prompts).read_text())
@@ -54,7 +57,7 @@ def main(smk):
         spec_params=spec_mode,
         shot_timeout_s=smk.params.server["shot_timeout_s"],
         log_dir=Path(smk.params.log_dir.replace("results/shots", "logs/engines")),
-        identity=host_identity(),
+        identity=identity,
     )
     progress = grid_progress(all_jobs(smk.config), Path(smk.output.shots).parent)
     ctx.progress = lambda position: tell(progress.line(job.job_id, position, job.series_length))

@@ -87,6 +87,22 @@ def machines_differ(catalog: Catalog) -> Finding | None:
     )
 
 
+def nodes_compared(catalog: Catalog) -> Finding | None:
+    """Figures that set one node's cells against another's, in a run that compares nodes."""
+    compared = compared_across(catalog.figures, catalog.shots, "node_requested")
+    if not compared:
+        return None
+    return Finding(
+        "nodes_compared",
+        "Some figures set one node's shots against another's (placement.compare_nodes): their "
+        "difference is the whole machine's (GPU, driver, power limit, clocks, CPU and any other load "
+        "on it), not the GPU's alone; machines_differ names what the nodes recorded differently. "
+        "Never quote one node's number as the other's.",
+        compared,
+        across="node_requested",
+    )
+
+
 def one_repeat(catalog: Catalog) -> Finding | None:
     if catalog.shots["repeat"].max() > 1:
         return None
@@ -279,6 +295,7 @@ RUN_RULES = (
     several_machines,
     spans_machines,
     machines_differ,
+    nodes_compared,
     one_repeat,
     failed_shots,
     warm_series_broken,
