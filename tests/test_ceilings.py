@@ -11,7 +11,7 @@ import pytest
 
 from tests.shot_tables import cell, series
 from whichshot.figures.table import compute_figures
-from whichshot.measure.hardware_probe import gpu_peaks, probe_cpu
+from whichshot.measure.hardware_probe import gpu_peaks, probe_cpu, probe_hardware
 from whichshot.prepare.model_traffic import model_traffic
 
 LAYERS, EMBD, HEADS, KV_HEADS, VOCAB, FFN = 2, 16, 4, 2, 10, 8
@@ -88,7 +88,7 @@ TRAFFIC = {"m": {"model": "m", "sha256": "ab" * 32, "weight_bytes_per_token": 1e
 
 def test_every_cell_gets_inferred_ceilings_and_its_share_of_them():
     shots = series(cell(protocol="cold"), [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 3)
-    figures, _ = compute_figures(pd.DataFrame(shots), [], 0.7, HARDWARE, TRAFFIC)
+    figures, _ = compute_figures(pd.DataFrame(shots), [], 0.7, [HARDWARE], TRAFFIC)
     by_metric = {f.metric: f for f in figures if f.shot_index is None}
     bandwidth = by_metric["cpu_copy_bandwidth_bytes_s"]
     assert bandwidth.kind == "measured" and bandwidth.value == pytest.approx(2e10)
@@ -108,12 +108,63 @@ def test_a_cell_of_another_machine_gets_no_ceiling_from_this_machines_probe():
 
     def ceiling_cells(host: str | None) -> list[str]:
         probe = {**HARDWARE, "host": {**HARDWARE["host"], "hostname": host}}
-        figures, _ = compute_figures(pd.DataFrame(here + there), [], 0.7, probe, TRAFFIC)
+        figures, _ = compute_figures(pd.DataFrame(here + there), [], 0.7, [probe], TRAFFIC)
         return [f.cell_id for f in figures if f.metric == "decode_ceiling_tok_s"]
 
     assert len(ceiling_cells(None)) == 2  # a probe that names no host (an older one): every cell
     (only,) = ceiling_cells("n1")
     assert "cold" in only
+
+
+def test_with_a_probe_per_node_each_nodes_cells_run_against_their_own_nodes_peaks():
+    def probed_on(node: str, bandwidth: float) -> dict:
+        cpu = {
+            **HARDWARE["cpu"],
+            "copy_bandwidth_bytes_s": bandwidth,
+            "copy_samples_s": [2 * 256 * 2**20 / bandwidth],
+        }
+        return {
+            **HARDWARE,
+            "cpu": cpu,
+            "host": {"cpu_model": "Test CPU", "hostname": node, "slurm_node": node},
+            "node": node,
+            "file": f"results/hardware/probe-{node}.json",
+        }
+
+    longer = cell(protocol="cold", prompt_tokens_requested=128)
+    shots = [*series(cell(protocol="cold"), [{"decode_tok_s": 50.0}] * 2, hostname="n1"),
+             *series(longer, [{"decode_tok_s": 50.0}] * 2, hostname="n2", prompt_tokens=128)]  # fmt: skip
+    figures, _ = compute_figures(
+        pd.DataFrame(shots), [], 0.7, [probed_on("n1", 2e10), probed_on("n2", 4e10)], TRAFFIC
+    )
+    peaks = {f.figure_id: f for f in figures if f.metric == "cpu_copy_bandwidth_bytes_s"}
+    assert {i: f.value for i, f in peaks.items()} == {
+        "on-n1/cpu_copy_bandwidth_bytes_s": pytest.approx(2e10),
+        "on-n2/cpu_copy_bandwidth_bytes_s": pytest.approx(4e10),
+    }
+    assert peaks["on-n2/cpu_copy_bandwidth_bytes_s"].source_ids == [
+        "hardware-probe:results/hardware/probe-n2.json"
+    ]
+    ceilings = {f.cell_id: f for f in figures if f.metric == "decode_ceiling_tok_s"}
+    (on_n1,) = [f for cell_id, f in ceilings.items() if "/p64/" in cell_id]
+    (on_n2,) = [f for cell_id, f in ceilings.items() if "/p128/" in cell_id]
+    assert "on-n1/cpu_copy_bandwidth_bytes_s" in on_n1.input_figure_ids
+    assert "on-n2/cpu_copy_bandwidth_bytes_s" in on_n2.input_figure_ids
+    assert on_n2.value / on_n1.value == pytest.approx(2 * (1e8 + 1e4 * 72) / (1e8 + 1e4 * 136))
+
+
+def test_node_probes_taken_outside_slurm_read_this_one_machine_once(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    probes = [probe_hardware(f"results/hardware/probe-{node}.json", node) for node in ("n1", "n2")]
+    assert [(p["node"], p["file"]) for p in probes] == [
+        (None, "results/hardware/probe-n1.json"),
+        (None, "results/hardware/probe-n2.json"),
+    ]  # not the nodes they were asked for: the machine that ran them
+    here = {"hostname": probes[0]["host"]["hostname"]}
+    shots = series(cell(protocol="cold"), [{"decode_tok_s": 50.0}] * 2, **here)
+    figures, _ = compute_figures(pd.DataFrame(shots), [], 0.7, probes, TRAFFIC)
+    (peak,) = [f for f in figures if f.metric == "cpu_copy_bandwidth_bytes_s"]
+    assert peak.cell_id == "" and peak.source_ids == ["hardware-probe:results/hardware/probe-n1.json"]
 
 
 def test_no_probe_no_ceiling():
@@ -150,7 +201,7 @@ def test_a_gpu_cell_runs_against_our_probe_of_its_gpu_where_there_is_one():
     shots = pd.DataFrame(series(cell(protocol="cold"), [{"decode_tok_s": 50.0}] * 2, telemetry_gpus="GPU-1"))
 
     def ceiling(gpus):
-        figures, _ = compute_figures(shots, [], 0.7, {**HARDWARE, "gpus": gpus}, TRAFFIC)
+        figures, _ = compute_figures(shots, [], 0.7, [{**HARDWARE, "gpus": gpus}], TRAFFIC)
         found = {f.metric: f for f in figures if f.shot_index is None}
         return found["decode_ceiling_tok_s"], found
 

@@ -84,15 +84,21 @@ def _job_logs(workdir: Path) -> str:
     return "".join(f"\n--- {log.name}\n" + log.read_text(errors="replace")[-1500:] for log in logs)
 
 
-@pytest.fixture(scope="module")
-def slurm_run(slurm: SlurmCluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("slurm_nodes")
+def run_through(slurm: SlurmCluster, tmp_path_factory, config: dict, label: str) -> Path:
+    """The config's figures through the Slurm profile on the private cluster; the workdir."""
+    workdir = tmp_path_factory.mktemp(label)
     profile = local_profile(tmp_path_factory.mktemp("slurm_profile"), nodes=NODES, first_check_s=1)
-    config = nodes_config(slurm.nodes)
     t0 = time.monotonic()
     result = run_pipeline(workdir, config, *targets(), profile=profile, env=slurm.env, timeout_s=900)
-    print(f"slurm run on {NODES} nodes: {time.monotonic() - t0:.1f} s")
+    print(f"slurm run ({label}): {time.monotonic() - t0:.1f} s")
     assert result.returncode == 0, result.stderr[-3000:] + _job_logs(workdir) + slurm.logs()
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm: SlurmCluster, tmp_path_factory):
+    config = nodes_config(slurm.nodes)
+    workdir = run_through(slurm, tmp_path_factory, config, "slurm_nodes")
     placed = nodes_of(all_jobs(check_config(config)), config["placement"])
     return {"workdir": workdir, "jobs": measurement_jobs(slurm.jobs()), "placed": placed}
 
@@ -153,6 +159,9 @@ def test_no_figure_of_a_cell_rests_on_two_nodes_and_what_pools_nodes_says_so(slu
     assert figures["protocol"].notna().sum() > 0 and "several_machines" in fired
     # Nodes on one host load each other while measuring side by side: the host-load caveat says so.
     assert "host_busy" in fired
+    # Each node was probed on itself, and its cells run against its own peaks.
+    ceilings = figures[figures["metric"] == "decode_ceiling_tok_s"]
+    assert {node_of.loc[list(ids)].iloc[0] for ids in ceilings["shot_ids"]} == set(slurm_shots["slurm_node"])
 
 
 def test_schema_equals_the_local_run_and_the_declared_schema(slurm_run, smoke_run):
@@ -175,14 +184,7 @@ def compare_config(nodes: list[str]) -> dict:
 
 @pytest.fixture(scope="module")
 def compare_run(slurm: SlurmCluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("slurm_compare")
-    profile = local_profile(tmp_path_factory.mktemp("slurm_profile"), nodes=NODES, first_check_s=1)
-    config = compare_config(slurm.nodes)
-    t0 = time.monotonic()
-    result = run_pipeline(workdir, config, *targets(), profile=profile, env=slurm.env, timeout_s=900)
-    print(f"slurm node comparison on 2 nodes: {time.monotonic() - t0:.1f} s")
-    assert result.returncode == 0, result.stderr[-3000:] + _job_logs(workdir) + slurm.logs()
-    results = workdir / "results"
+    results = run_through(slurm, tmp_path_factory, compare_config(slurm.nodes), "slurm_compare") / "results"
     return {
         "shots": pd.read_parquet(results / "shots.parquet"),
         "figures": pd.read_parquet(results / "figures.parquet"),
@@ -220,6 +222,11 @@ def test_a_node_comparison_keeps_cells_on_one_node_and_says_where_it_compares_th
     of_one_node = figures["node_requested"].notna() & ~figures["metric"].str.startswith("xnode_")
     assert of_one_node.any() and not spans[of_one_node].any()
     assert "nodes_compared" in set(compare_run["caveats"]["caveat_id"])
+    # Each node's cells run against the peaks of a probe taken on that node.
+    ceilings = figures[figures["metric"] == "decode_ceiling_tok_s"].set_index("node_requested")
+    assert set(ceilings.index) == {first, second}
+    for node in (first, second):
+        assert f"on-{node}/cpu_copy_bandwidth_bytes_s" in list(ceilings.loc[node, "input_figure_ids"])
 
 
 def test_local_shots_carry_no_slurm_fields(smoke_run):

@@ -29,7 +29,7 @@ def _chunk_run(gpm: bool = True) -> pd.DataFrame:
 
 
 def _figures(shots: pd.DataFrame) -> dict[tuple, object]:
-    figures, _ = compute_figures(shots, [], 0.7, HARDWARE)
+    figures, _ = compute_figures(shots, [], 0.7, [HARDWARE])
     return {(f.metric, f.axes.get("prefill_chunk_tokens")): f for f in figures if f.shot_index is None}
 
 

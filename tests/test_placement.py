@@ -172,3 +172,41 @@ def test_the_report_sets_compared_nodes_side_by_side():
     assert {r["protocol"] for r in nodes.rows} == {"cold", "warm"}
     ratio = next(r for r in nodes.rows if r["protocol"] == "warm")["cells"][("n2", "xnode_decode_ratio")]
     assert ratio["value"] == pytest.approx(1.5)
+
+
+def test_a_node_comparison_with_drafting_draws_and_renders_every_node_apart(tmp_path):
+    from whichshot.report.plots import draw_plots
+    from whichshot.report.render import render_report
+    from whichshot.report.summary import render_summary
+
+    rows = []
+    for node, speed in (("n1", 40.0), ("n2", 60.0)):
+        for mode, drafted in (
+            ("none", {}),
+            ("ngram", {"engine_draft_tokens": 10, "engine_draft_accepted": 7}),
+        ):
+            recall = cell(workload="verbatim_recall", spec_mode=mode, node_requested=node)
+            values = {"decode_tok_s": speed, **drafted}
+            rows += series(recall, [{}] * 3, hostname=node, **values)
+            rows += series({**recall, "protocol": "cold"}, [{}] * 2, hostname=node, **values)
+    shots = table(rows)
+    figures, caveats = compute_figures(shots, [], 0.7)
+    frame = pd.DataFrame([f.as_row() for f in figures])
+    plots = draw_plots(frame, tmp_path)
+    drawn = {p.name: p for p in plots}
+    assert drawn["acceptance_real_synthetic"].png and drawn["workload_modes"].png
+    html = render_report(frame, pd.DataFrame(caveats), shots, {"builds": [], "models": []}, plots, "t")
+    assert 'id="nodes"' in html and "Nodes side by side" in html and "eng on n2" in html
+    summary = render_summary(frame, pd.DataFrame(caveats), "t")
+    assert "## Nodes side by side" in summary and "n2: decode vs n1" in summary
+
+
+def test_a_slower_clocked_node_is_not_a_clock_drop_of_the_faster_one():
+    rows = []
+    for node, clock in (("n1", 1410.0), ("n2", 1980.0)):
+        steady = {"sm_clock_median_mhz": clock, "sm_clock_min_mhz": clock - 5, "thermal_throttle_seen": False}
+        rows += series(cell(node_requested=node), [{}] * 3, hostname=node, **steady)
+    figures, caveats = compute_figures(table(rows), [], 0.7)
+    best = sorted(f.value for f in figures if f.metric == "sm_clock_best_median_mhz")
+    assert best == [1410.0, 1980.0]  # one best clock per node
+    assert "clock_dropped_thermal_normal" not in {c["caveat_id"] for c in caveats}

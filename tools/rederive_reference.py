@@ -3,7 +3,7 @@
 A reviewer's tool: the measurements (shots.parquet, bench/*.json) stay as recorded; only the
 arithmetic on top of them is re-run.  Usage: python tools/rederive_reference.py RUN_DIR RUN_ID
 where RUN_DIR holds shots.parquet, engines/*/build.json, models/*.json and optionally bench/,
-hardware/probe.json and traffic/*.json (then the ceilings too) and config.yaml naming claims
+hardware/probe*.json and traffic/*.json (then the ceilings too) and config.yaml naming claims
 files (then the claims' verdicts too).
 """
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 
-from whichshot.claims.run import verdicts, write_verdicts  # noqa: E402
+from whichshot.claims.run import probe_files, verdicts, write_verdicts  # noqa: E402
 from whichshot.figures.table import write_figures_from_files  # noqa: E402
 from whichshot.report.render import write_report_from_files  # noqa: E402
 
@@ -32,8 +32,7 @@ def main(run_dir: Path, run_id: str) -> None:
     }
     # bench/<job>.json: a series' llama-bench brackets; bench/<engine>/<model>.json: an older run's.
     bench = sorted([*run_dir.glob("bench/*.json"), *run_dir.glob("bench/*/*.json")])
-    hardware = run_dir / "hardware" / "probe.json"
-    hardware = hardware if hardware.is_file() else None
+    hardware = probe_files(run_dir)
     traffic = sorted(run_dir.glob("traffic/*.json"))
     write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"],
                              hardware, traffic)  # fmt: skip

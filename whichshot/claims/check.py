@@ -91,6 +91,8 @@ def _label(row: dict[str, Any]) -> str:
 
 def _cell_words(row: dict[str, Any]) -> str:
     words = [str(row["model"])] if _present(row.get("model")) else []
+    if _present(row.get("node_requested")):
+        words.append(f"on {row['node_requested']}")
     workload = row.get("workload")
     if _present(workload) and workload != "continue_text":
         words.append(f"{workload}/{row['text_kind']}")

@@ -14,29 +14,36 @@ from whichshot.tables import record_schema, write_table
 
 
 def run_tables(run: Path) -> dict[str, Path]:
-    """figures, shots and the hardware probe of a results folder or an unpacked archive."""
+    """figures, shots and the hardware probes of a results folder or an unpacked archive."""
     for root in (run, run / "results"):
         if (root / "figures.parquet").is_file():
             return {"figures": root / "figures.parquet", "shots": root / "shots.parquet",
-                    "hardware": root / "hardware" / "probe.json"}  # fmt: skip
+                    "hardware": probe_files(root)}  # fmt: skip
     raise WhichshotError(f"{run} holds no figures.parquet (nor results/figures.parquet): not a whichshot run")
 
 
-def hardware_names(shots: pd.DataFrame, hardware_path: Path | None) -> list[str]:
-    """What this run ran on, by name: its CPU models and the GPUs the probe named."""
+def probe_files(results: Path) -> list[Path]:
+    """A results folder's hardware probes: probe-<node>.json per placement node where there are any
+    (a probe.json beside them is from before nodes were listed), else probe.json."""
+    folder = results / "hardware"
+    return sorted(folder.glob("probe-*.json")) or sorted(folder.glob("probe.json"))
+
+
+def hardware_names(shots: pd.DataFrame, probe_paths: list[Path]) -> list[str]:
+    """What this run ran on, by name: its CPU models and the GPUs the probes named."""
     names = [str(n) for n in shots["cpu_model"].dropna().unique()] if "cpu_model" in shots else []
-    if hardware_path and Path(hardware_path).is_file():
-        names += [gpu["name"] for gpu in json.loads(Path(hardware_path).read_text())["gpus"]]
-    return names
+    for path in probe_paths:
+        names += [gpu["name"] for gpu in json.loads(Path(path).read_text())["gpus"]]
+    return list(dict.fromkeys(names))
 
 
 def verdicts(
-    claim_files: list[Path], figures_path: Path, shots_path: Path, hardware_path: Path | None
+    claim_files: list[Path], figures_path: Path, shots_path: Path, probe_paths: list[Path]
 ) -> list[dict[str, Any]]:
     claims = [claim for path in claim_files for claim in load_claims(Path(path))]
     figures = pd.read_parquet(figures_path)
     shots = pd.read_parquet(shots_path, columns=["cpu_model"])
-    return check_claims(claims, figures, hardware_names(shots, hardware_path))
+    return check_claims(claims, figures, hardware_names(shots, probe_paths))
 
 
 def write_verdicts(rows: list[dict[str, Any]], out: Path) -> None:

@@ -16,7 +16,7 @@ class Catalog:
     shots: pd.DataFrame
     warm_fraction: float
     bench_runs: list[dict[str, Any]] = field(default_factory=list)
-    hardware: dict[str, Any] | None = None  # results/hardware/probe.json: the machine's peaks
+    probes: list[dict[str, Any]] = field(default_factory=list)  # results/hardware/probe*.json: peaks
     traffic: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> its per-token costs
     figures: list[Figure] = field(default_factory=list)
     _by_key: dict[tuple, Figure] = field(default_factory=dict)

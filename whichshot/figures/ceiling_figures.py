@@ -9,6 +9,7 @@ the model's GGUF file. A ceiling rests on that model of the machine: it is infer
 every share of it. A share above 1 means more than one token per weight read (drafting).
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 from whichshot.figures import figure
@@ -28,7 +29,7 @@ _MODEL_FACTS = (
     ("active_parameters_per_token", "parameters"),
     ("attention_flops_per_context_token", "FLOP"),
 )
-PROBE_SOURCE = "hardware-probe:results/hardware/probe.json"
+PROBE_FILE = "results/hardware/probe.json"  # an older probe's, which does not name its file
 # device -> (bandwidth peak, compute peak) metrics, first choice first: a cell runs against our own
 # probe of its device where there is one, else (GPU) the vendor's table
 _PEAKS = {
@@ -40,28 +41,62 @@ _PEAKS = {
 }
 
 
+@dataclass
+class Machine:
+    """One probed machine: its host name (None in an older probe: any), the GPU whose peaks its
+    figures give, those peaks by metric, and the cell they are about ({} with one probe)."""
+
+    hostname: str | None
+    gpu: dict[str, Any] | None
+    peaks: dict[str, figure.Figure]
+    cell: Cell
+
+
 def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
-    if not catalog.hardware:
+    if not catalog.probes:
         return []
-    hardware = catalog.hardware
-    gpu = hardware["gpus"][0] if hardware["gpus"] else None  # the GPU whose peaks the figures give
-    measured = gpu.get("measured", {}) if gpu else {}
-    probed = _probed("cpu", hardware["cpu"], hardware["host"].get("cpu_model") or "this CPU")
-    probed += _probed("gpu", measured, measured["name"]) if "copy_samples_s" in measured else []
-    peaks = {f.metric: f for f in probed + (_gpu_peaks(gpu) if gpu and gpu.get("peaks") else [])}
+    machines = probed_machines(catalog.probes)
     facts = {
         model: {f.metric: f for f in _model_facts(model, traffic)}
         for model, traffic in catalog.traffic.items()
     }
-    figures = [*peaks.values(), *(f for per_model in facts.values() for f in per_model.values())]
-    probed_host = hardware["host"].get("hostname")
+    figures = [f for machine in machines for f in machine.peaks.values()]
+    figures += [f for per_model in facts.values() for f in per_model.values()]
     for cell, rows in group_cells(catalog.shots):
-        # Another machine's cells have no ceiling: the probe measured only this one's peaks.
-        elsewhere = probed_host is not None and set(rows["hostname"]) != {probed_host}
-        device = None if elsewhere else _device(rows, gpu)
+        machine = machine_of(machines, set(rows["hostname"]))
+        device = _device(rows, machine.gpu) if machine else None
         if cell["model"] in facts and device and (rows["status"] == "ok").any():
+            peaks = machine.peaks
             figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], peaks, facts[cell["model"]])
     return figures
+
+
+def machine_of(machines: list[Machine], hosts: set[str]) -> Machine | None:
+    """The probed machine a cell's shots ran on: None where they ran on several, or on one that no
+    probe read (its ceiling would be another machine's)."""
+    if len(hosts) != 1:
+        return None
+    return next((m for m in machines if m.hostname is None or {m.hostname} == hosts), None)
+
+
+def probed_machines(probes: list[dict[str, Any]]) -> list[Machine]:
+    """Each probed machine once. A probe taken on a placement node names it on the node axis (its
+    peaks' cell); one taken on whatever machine ran it has no cell."""
+    machines: dict[str | None, Machine] = {}
+    for probe in probes:
+        host, node = probe["host"], probe.get("node")  # the node it read; None: this machine
+        if node in machines:
+            continue  # placement nodes probed outside Slurm: one machine, read once
+        cell = {"node_requested": node} if node else {}
+        source = f"hardware-probe:{probe.get('file', PROBE_FILE)}"
+        gpu = probe["gpus"][0] if probe["gpus"] else None  # the GPU whose peaks the figures give
+        measured = gpu.get("measured", {}) if gpu else {}
+        probed = _probed("cpu", probe["cpu"], host.get("cpu_model") or "this CPU", cell, source)
+        if "copy_samples_s" in measured:
+            probed += _probed("gpu", measured, measured["name"], cell, source)
+        probed += _gpu_peaks(gpu, cell) if gpu and gpu.get("peaks") else []
+        machines[node] = Machine(host.get("hostname"), gpu, {f.metric: f for f in probed}, cell)
+    return list(machines.values())
 
 
 def _device(rows, gpu: dict[str, Any] | None) -> str | None:
@@ -75,7 +110,7 @@ def _device(rows, gpu: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _probed(device: str, probe: dict[str, Any], name: str) -> list[figure.Figure]:
+def _probed(device: str, probe: dict[str, Any], name: str, cell: Cell, source: str) -> list[figure.Figure]:
     """Our probe's peaks of one device (measured): its work over its fastest repetition."""
     found = []
     for suffix, samples, method, unit in _PROBED:
@@ -85,9 +120,9 @@ def _probed(device: str, probe: dict[str, Any], name: str) -> list[figure.Figure
                 f"{device}_{suffix}",
                 "probe_best",
                 {"samples_s": probe[samples], "work": work},
-                [PROBE_SOURCE],
+                [source],
                 unit,
-                cell={},
+                cell=cell,
                 formula=f"work / fastest repetition: {probe[method]}",
                 computed_by=ceiling_figures,
                 timed_by="whichshot hardware probe",
@@ -97,7 +132,7 @@ def _probed(device: str, probe: dict[str, Any], name: str) -> list[figure.Figure
     return found
 
 
-def _gpu_peaks(gpu: dict[str, Any]) -> list[figure.Figure]:
+def _gpu_peaks(gpu: dict[str, Any], cell: Cell) -> list[figure.Figure]:
     peaks = gpu["peaks"]
     found = []
     for metric, key, unit in (("gpu_peak_bandwidth_bytes_s", "bandwidth_bytes_s", "B/s"),
@@ -111,7 +146,7 @@ def _gpu_peaks(gpu: dict[str, Any]) -> list[figure.Figure]:
                 unit,
                 "constant",
                 f"hardware-table:{peaks['name']}",
-                cell={},
+                cell=cell,
                 formula=f"the vendor's peak: {peaks['source']}",
                 computed_by=ceiling_figures,
                 timed_by="vendor datasheet",

@@ -15,6 +15,9 @@ Cell = dict[str, Any]  # axis -> value; a figure above one cell leaves the axes 
 _INTEGER_AXES = frozenset({"prompt_tokens_requested", "context_tokens_requested", "prefill_chunk_tokens",
                            "parallel_streams"})  # fmt: skip
 _FLOAT_AXES = frozenset({"rest_s", "precondition_s"})
+# The pools of every shot of an engine and model (the best clock, client against engine): one per
+# node where the run compares nodes, so that no pool sets one node's shots against another's.
+ENGINE_MODEL = ("engine", "model", "node_requested")
 
 
 def clean(axis: str, value: Any) -> Any:

@@ -7,7 +7,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.aggregations import clock_drop_mask
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.cells import group_cells
+from whichshot.figures.cells import ENGINE_MODEL, group_cells
 from whichshot.figures.constants import CLOCK_DROP_FRACTION, CLOCK_ONLY_TOLERANCE
 from whichshot.figures.statistic import EveryShotRule, ok_rows
 
@@ -133,7 +133,7 @@ def clock_drop_figures(catalog: Catalog) -> list[figure.Figure]:
     if shots["sm_clock_min_mhz"].isna().all():
         return []
     figures = []
-    for pair, rows in group_cells(shots, ("engine", "model")):
+    for pair, rows in group_cells(shots, ENGINE_MODEL):
         best = figure.from_shots(
             BEST_CLOCK_METRIC,
             pair,

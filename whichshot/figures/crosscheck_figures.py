@@ -7,7 +7,7 @@ from typing import Any
 
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.cells import group_cells
+from whichshot.figures.cells import ENGINE_MODEL, group_cells
 from whichshot.figures.statistic import EveryShotRule
 from whichshot.measure.bench import FLASH_ATTENTION_NAMES
 from whichshot.measure.grid import BASE_WORKLOAD
@@ -30,7 +30,7 @@ def client_engine_figures(catalog: Catalog) -> list[figure.Figure]:
     and model (every shot), and per cell (client_engine_disagree fires per cell)."""
     figures = []
     for metric, columns in CLIENT_ENGINE_RATIOS.items():
-        for cell, rows in [*group_cells(catalog.shots, ("engine", "model")), *group_cells(catalog.shots)]:
+        for cell, rows in [*group_cells(catalog.shots, ENGINE_MODEL), *group_cells(catalog.shots)]:
             selection = EveryShotRule().select(rows.dropna(subset=list(columns)), None)
             if selection.rows.empty:
                 continue

@@ -19,6 +19,7 @@ import pandas as pd
 from whichshot.engines.base import ONE_STREAM
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
+from whichshot.figures.ceiling_figures import machine_of, probed_machines
 from whichshot.figures.cells import AXES, Cell, group_cells
 
 PEAK_BANDWIDTH = "gpu_peak_bandwidth_bytes_s"  # the vendor's: GPM's utilisation is a share of it
@@ -36,11 +37,13 @@ def load_figures(catalog: Catalog) -> list[figure.Figure]:
     if shots.empty or "prefill_chunk_tokens" not in shots:
         return []
     figures = []
-    peak = catalog.find({}, PEAK_BANDWIDTH)
+    machines = probed_machines(catalog.probes)
     ok = shots[shots["status"] == "ok"]
     largest = _largest_chunks(ok)
     several_streams = ok["parallel_streams"].nunique() > 1
     for cell, rows in group_cells(ok):
+        machine = machine_of(machines, set(rows["hostname"]))  # the peak of the GPU it ran on
+        peak = catalog.find(machine.cell, PEAK_BANDWIDTH) if machine else None
         if peak is not None and rows[DRAM_COLUMNS[0]].notna().any():
             figures.append(_dram_bytes(catalog, cell, rows, peak))
         chunk = largest.get(_without(cell, "prefill_chunk_tokens"))

@@ -50,14 +50,15 @@ def compute_figures(
     shots: pd.DataFrame,
     bench_runs: list[dict[str, Any]],
     warm_fraction: float,
-    hardware: dict[str, Any] | None = None,
+    probes: list[dict[str, Any]] = (),
     traffic: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[Figure], list[dict[str, Any]]]:
     """Every figure of the report, and the caveat rows (each with the figures it touches). Without
-    the hardware probe (an older run) there are no ceilings."""
+    a hardware probe (an older run) there are no ceilings; with one per node, each node's cells run
+    against their node's."""
     # The output itself is not a figure's input (its sha256 and checks are): leave the heavy columns out.
     light = upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"])
-    catalog = Catalog(light, warm_fraction, bench_runs, hardware, traffic or {})
+    catalog = Catalog(light, warm_fraction, bench_runs, list(probes), traffic or {})
     catalog.add(constant_figures(warm_fraction))
     for family in FAMILIES:
         catalog.add(family(catalog))
@@ -91,13 +92,13 @@ def write_figures_from_files(
     warm_fraction: float,
     figures_path: Path,
     caveats_path: Path,
-    hardware_path: Path | None = None,
+    probe_paths: list[Path] = (),
     traffic_paths: list[Path] = (),
 ) -> None:
     """The compute_figures step, from the files the pipeline writes."""
     bench_runs = [json.loads(Path(p).read_text()) for p in bench_paths]
-    hardware = json.loads(Path(hardware_path).read_text()) if hardware_path else None
+    probes = [json.loads(Path(p).read_text()) for p in probe_paths]
     read = [json.loads(Path(p).read_text()) for p in traffic_paths]
     traffic = {t["model"]: t for t in read if "not_derivable" not in t}  # no ceiling for the rest
-    figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction, hardware, traffic)
+    figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction, probes, traffic)
     write_figure_tables(figures, caveats, figures_path, caveats_path)

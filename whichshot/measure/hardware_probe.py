@@ -127,12 +127,16 @@ def _cuda_timed(torch: Any, work, warmups: int = 3, repeats: int = 10) -> list[f
     return seconds
 
 
-def probe_hardware() -> dict[str, Any]:
-    """What the ceilings need, for results/hardware/probe.json."""
+def probe_hardware(file: str, node: str | None = None) -> dict[str, Any]:
+    """What the ceilings need, for `file` (results/hardware/probe*.json). `node` is the placement
+    node it was asked to read: recorded only where it ran there (its Slurm node), since outside
+    Slurm every node's probe reads this one machine."""
     from whichshot.host import host_identity
 
     gpus = [{**gpu, "peaks": gpu_peaks(gpu["name"])} for gpu in visible_gpus()]
     measured = probe_gpu() if gpus else None
     if measured:
         gpus[0]["measured"] = measured  # CUDA's device 0: the one NVML lists first where both see one GPU
-    return {"host": host_identity(), "cpu": probe_cpu(), "gpus": gpus}
+    host = host_identity()
+    on_node = node if node is not None and host["slurm_node"] == node else None
+    return {"host": host, "node": on_node, "file": file, "cpu": probe_cpu(), "gpus": gpus}

@@ -23,6 +23,7 @@ _JOB_ATTRIBUTE = {
     "context_tokens_requested": "context_tokens",
     "prefill_chunk_tokens": "prefill_chunk",
     "parallel_streams": "streams",
+    "node_requested": "node",
 }
 EXCLUSIVE = "--exclusive"
 
@@ -50,6 +51,20 @@ def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | 
             node_of_group[key] = nodes[len(node_of_group) % len(nodes)]
         placed[job.job_id] = node_of_group[key]
     return placed
+
+
+def probe_names(placement: dict[str, Any]) -> list[str]:
+    """The hardware probes a run takes (results/hardware/<name>.json): one per placement node, each
+    read on its node, else one on whatever machine measures."""
+    return [f"{_PROBE}-{node}" for node in placement["nodes"]] or [_PROBE]
+
+
+def probe_node(name: str) -> str | None:
+    """The node a probe of probe_names reads (None: any)."""
+    return name.removeprefix(f"{_PROBE}-") if name != _PROBE else None
+
+
+_PROBE = "probe"
 
 
 def slurm_extra(node: str | None) -> str:

@@ -64,7 +64,14 @@ def _style(n: int) -> dict:
 def _frame(figures: pd.DataFrame) -> pd.DataFrame:
     """Figure rows with plain values (None for missing) and only the ones that have a value."""
     frame = pd.DataFrame(records_of(figures))
+    if len(frame):  # "" where the run compares no nodes: keys and filters compare plain strings
+        frame["node_requested"] = frame["node_requested"].fillna("")
     return frame[frame["value"].notna()] if len(frame) else frame
+
+
+def _on(row) -> str:
+    """' on <node>' for a cell of a node comparison, else ''."""
+    return f" on {row['node_requested']}" if row.get("node_requested") else ""
 
 
 def _per_cell(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -82,8 +89,8 @@ def _modes_in_order(modes) -> list[str]:
 
 
 def _cell_label(row) -> str:
-    """'model p1024 ctx4096 reverse': the axes that tell a protocol-grid curve from the next."""
-    words = [row["model"]]
+    """'model on gpu01 p1024 ctx4096 reverse': the axes that tell a protocol-grid curve from the next."""
+    words = [row["model"] + _on(row)]
     for axis, prefix in (("prompt_tokens_requested", "p"), ("context_tokens_requested", "ctx")):
         if not pd.isna(row.get(axis)):
             words.append(f"{prefix}{int(row[axis])}")
@@ -128,14 +135,13 @@ def tok_s_by_shot_index(figures: pd.DataFrame):
 
 
 def _speed_by_index(axis, base: pd.DataFrame, metric: str, clock: tuple[str, str] | None) -> None:
-    """One colour and marker per engine/model/length; one line per warm cell (line style per rest)."""
-    keys = list(
-        dict.fromkeys(zip(base["engine"], base["model"], base["prompt_tokens_requested"], strict=True))
-    )
+    """One colour and marker per engine/model/length/node; one line per warm cell (line style per rest)."""
+    key_axes = ["engine", "model", "prompt_tokens_requested", "node_requested"]
+    keys = list(dict.fromkeys(base[key_axes].itertuples(index=False, name=None)))
     twin = axis.twinx() if clock else None
     cold = _per_cell(base, metric)
     for _, row in cold[cold["protocol"] == "cold"].iterrows():
-        style = _style(keys.index((row["engine"], row["model"], row["prompt_tokens_requested"])))
+        style = _style(keys.index(tuple(row[a] for a in key_axes)))
         axis.scatter(
             [0.8],
             [row["value"]],
@@ -148,7 +154,7 @@ def _speed_by_index(axis, base: pd.DataFrame, metric: str, clock: tuple[str, str
     for m, (_cell, curve) in enumerate(points.groupby("cell_id", sort=False)):
         first = curve.iloc[0]
         style = {
-            **_style(keys.index((first["engine"], first["model"], first["prompt_tokens_requested"]))),
+            **_style(keys.index(tuple(first[a] for a in key_axes))),
             "linestyle": _LINES[m % len(_LINES)],
         }
         curve = curve.sort_values("shot_index")
@@ -199,6 +205,7 @@ _ALL_BUT_REST = [
     "context_tokens_requested",
     "order",
     "spec_mode",
+    "node_requested",
 ]
 
 
@@ -305,14 +312,17 @@ def workload_modes(figures: pd.DataFrame):
     speeds = _workload_figures(frame, "decode_tok_s")
     if speeds.empty:
         return "no workload runs in this run (workloads.names is empty)"
-    panels = list(dict.fromkeys(zip(speeds["engine"], speeds["model"], strict=True)))
+    panel_axes = ["engine", "model", "node_requested"]
+    panels = list(dict.fromkeys(speeds[panel_axes].itertuples(index=False, name=None)))
     fig, axes = plt.subplots(
         len(panels), 1, figsize=(11, 3.8 * len(panels)), squeeze=False, constrained_layout=True
     )
     speedups = _workload_figures(frame, "speedup_vs_none").set_index("cell_id")["value"]
-    for axis, (engine, model) in zip(axes[:, 0], panels, strict=True):
-        _mode_bars(axis, speeds[(speeds["engine"] == engine) & (speeds["model"] == model)], speedups)
-        axis.set_title(f"{engine}, {model}: decode speed by workload and mode (× = speed-up over none)")
+    for axis, (engine, model, node) in zip(axes[:, 0], panels, strict=True):
+        mine = (speeds["engine"] == engine) & (speeds["model"] == model) & (speeds["node_requested"] == node)
+        _mode_bars(axis, speeds[mine], speedups)
+        where = f"{engine}{_on({'node_requested': node})}, {model}"
+        axis.set_title(f"{where}: decode speed by workload and mode (× = speed-up over none)")
         axis.set_ylabel("decode speed, client-timed (tok/s)")
         axis.grid(axis="y", alpha=0.3)
     return fig
@@ -402,7 +412,7 @@ def acceptance_real_synthetic(figures: pd.DataFrame):
     rates = _workload_figures(_frame(figures), "acceptance_rate")
     if rates.empty:
         return "no drafted tokens in this run"
-    keys = ["model", "workload", "spec_mode", "protocol"]
+    keys = ["model", "workload", "spec_mode", "protocol", "engine", "node_requested"]
     groups = list(dict.fromkeys(rates[keys].itertuples(index=False, name=None)))
     fig, axis = plt.subplots(figsize=(max(6.0, 1.1 * len(groups) + 2), 4.4), constrained_layout=True)
     indexed = rates.set_index([*keys, "text_kind"])["value"]
@@ -418,7 +428,8 @@ def acceptance_real_synthetic(figures: pd.DataFrame):
             linewidth=0.6,
             label=f"{kind} text",
         )
-    axis.set_xticks(range(len(groups)), [f"{w}\n{m} · {mode} · {p}" for m, w, mode, p in groups], fontsize=7)
+    labels = [f"{w}\n{m}{_on({'node_requested': n})} · {mode} · {p}" for m, w, mode, p, _e, n in groups]
+    axis.set_xticks(range(len(groups)), labels, fontsize=7)
     axis.set_ylabel("acceptance (accepted / drafted tokens, %)")
     axis.set_ylim(0, 105)
     axis.set_title("Draft acceptance on real vs synthetic text (engine-reported counts)")
@@ -433,22 +444,22 @@ def ngram_warm_series(figures: pd.DataFrame):
     points = points[_is_workload(points)] if len(points) else points
     if points.empty or points["shot_index"].max() < 2:
         return "no warm workload series in this run"
-    panels = list(dict.fromkeys(zip(points["model"], points["workload"], points["text_kind"], strict=True)))
+    panel_axes = ["model", "workload", "text_kind", "engine", "node_requested"]
+    panels = list(dict.fromkeys(points[panel_axes].itertuples(index=False, name=None)))
     columns = min(4, len(panels))
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(
         rows, columns, figsize=(2.9 * columns + 0.6, 2.5 * rows + 0.8), squeeze=False, constrained_layout=True
     )
     modes = _modes_in_order(points["spec_mode"])
-    for axis, (model, workload, kind) in zip(axes.flat, panels, strict=False):
-        cell = points[
-            (points["model"] == model) & (points["workload"] == workload) & (points["text_kind"] == kind)
-        ]
+    for axis, panel in zip(axes.flat, panels, strict=False):
+        cell = points[(points[panel_axes] == pd.Series(panel, index=panel_axes)).all(axis=1)]
+        model, workload, kind, _engine, node = panel
         for n, mode in enumerate(modes):
             curve = cell[cell["spec_mode"] == mode].sort_values("shot_index")
             if not curve.empty:
                 axis.plot(curve["shot_index"], curve["value"], **_style(n), label=mode)
-        axis.set_title(f"{model}\n{workload}, {kind} text", fontsize=8)
+        axis.set_title(f"{model}{_on({'node_requested': node})}\n{workload}, {kind} text", fontsize=8)
         axis.set_xlabel("shot index in the process", fontsize=8)
         axis.set_ylabel("decode tok/s", fontsize=8)
         axis.tick_params(labelsize=7)

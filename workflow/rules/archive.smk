@@ -7,7 +7,7 @@ rule archive_run:
         [f"results/engines/{engine}/build.json" for engine in config["engines"]],
         [f"results/models/{model}.json" for model in config["models"]],
         [f"results/traffic/{model}.json" for model in measured_models(config)],
-        "results/hardware/probe.json",
+        PROBES,
         expand(
             "results/prompts/{engine}/{model}.json",
             engine=config["engines"],

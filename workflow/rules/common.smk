@@ -15,7 +15,7 @@ from whichshot.measure.grid import (
     trace_models,
     workload_models,
 )
-from whichshot.measure.placement import nodes_of, slurm_extra
+from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -30,6 +30,9 @@ validate(config, SCHEMA_FILE)
 JOBS = {job.job_id: job for job in all_jobs(config)}
 # The node each series is pinned to (None where placement.nodes is empty).
 NODES = nodes_of(JOBS.values(), config["placement"])
+# The hardware probes: one per placement node (its ceilings), else one.
+PROBES = [f"results/hardware/{name}.json" for name in probe_names(config["placement"])]
+PROBE_PATTERN = "|".join(probe_names(config["placement"])).replace(".", r"\.")
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
 TRACE_PATTERN = "|".join(config["traces"]) or "no-trace"
@@ -120,9 +123,14 @@ def measurement_slurm_extra(wildcards):
     return slurm_extra(NODES[wildcards.job])
 
 
+def probed_node(wildcards):
+    """The placement node a hardware probe reads (None: any machine)."""
+    return probe_node(wildcards.probe)
+
+
 def probe_slurm_extra(wildcards):
-    """The hardware probe reads the first placement node (or any node, alone on it)."""
-    return slurm_extra((config["placement"]["nodes"] or [None])[0])
+    """A hardware probe reads its placement node (or any node), alone on it."""
+    return slurm_extra(probed_node(wildcards))
 
 
 def job_spec(wildcards):
@@ -144,7 +152,7 @@ def figure_inputs(wildcards):
         ],
         "models": [f"results/models/{model}.json" for model in config["models"]],
         "bench": bench_outputs(),
-        "hardware": "results/hardware/probe.json",
+        "hardware": PROBES,
         "traffic": [
             f"results/traffic/{model}.json" for model in measured_models(config)
         ],

@@ -17,15 +17,19 @@ rule model_traffic:
 
 rule probe_hardware:
     output:
-        "results/hardware/probe.json",
+        "results/hardware/{probe}.json",
     log:
-        "logs/probe_hardware/probe_hardware.log",
+        "logs/probe_hardware/{probe}.log",
+    wildcard_constraints:
+        probe=PROBE_PATTERN,
     conda:
         ENV
     resources:
         # It loads the memory and every core: never beside a measurement on the same machine.
         measurement_slot=1,
         slurm_extra=probe_slurm_extra,
+    params:
+        node=probed_node,
     script:
         "../scripts/probe_hardware.py"
 

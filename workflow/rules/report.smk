@@ -21,7 +21,7 @@ rule check_claims:
         claims=config["claims"],
         figures="results/figures.parquet",
         shots="results/shots.parquet",
-        hardware="results/hardware/probe.json",
+        hardware=PROBES,
     output:
         "results/claims.parquet",
     log:

@@ -11,7 +11,8 @@ from whichshot.entry import run_script
 
 def main(smk):
     inputs = smk.input
-    rows = verdicts(inputs.claims, Path(inputs.figures), Path(inputs.shots), Path(inputs.hardware))
+    probes = [Path(p) for p in inputs.hardware]
+    rows = verdicts(inputs.claims, Path(inputs.figures), Path(inputs.shots), probes)
     write_verdicts(rows, Path(smk.output[0]))
 
 

@@ -16,7 +16,7 @@ def main(smk):
         smk.params.warm_fraction,
         Path(smk.output.figures),
         Path(smk.output.caveats),
-        Path(smk.input.hardware),
+        [Path(p) for p in smk.input.hardware],
         [Path(p) for p in smk.input.traffic],
     )
 

@@ -13,7 +13,7 @@ from whichshot.measure.machine_lock import measurement_lock
 
 def main(smk):
     with measurement_lock():
-        probe = probe_hardware()
+        probe = probe_hardware(smk.output[0], smk.params.node)
     write_json_atomic(Path(smk.output[0]), probe)
 
 

@@ -52,16 +52,19 @@ def several_machines(catalog: Catalog) -> Finding | None:
 def spans_machines(catalog: Catalog) -> Finding | None:
     """Figures whose shots ran on more than one machine: a difference between the machines is in
     the number (placement.nodes pins a placement group to one node; see docs/slurm.md)."""
-    compared = compared_across(catalog.figures, catalog.shots, "hostname")
-    if not compared:
-        return None
-    return Finding(
+    return _compared(
+        catalog,
+        "hostname",
         "spans_machines",
         "Some figures rest on shots of more than one machine: whatever differs between the machines "
         "(clocks, power limit, other load) is part of their value, not only the axis they compare.",
-        compared,
-        across="hostname",
     )
+
+
+def _compared(catalog: Catalog, column: str, caveat_id: str, sentence: str) -> Finding | None:
+    """A caveat on the figures whose shots differ in `column` (fires only where some figure does)."""
+    compared = compared_across(catalog.figures, catalog.shots, column)
+    return Finding(caveat_id, sentence, compared, across=column) if compared else None
 
 
 def machines_differ(catalog: Catalog) -> Finding | None:
@@ -89,17 +92,14 @@ def machines_differ(catalog: Catalog) -> Finding | None:
 
 def nodes_compared(catalog: Catalog) -> Finding | None:
     """Figures that set one node's cells against another's, in a run that compares nodes."""
-    compared = compared_across(catalog.figures, catalog.shots, "node_requested")
-    if not compared:
-        return None
-    return Finding(
+    return _compared(
+        catalog,
+        "node_requested",
         "nodes_compared",
         "Some figures set one node's shots against another's (placement.compare_nodes): their "
         "difference is the whole machine's (GPU, driver, power limit, clocks, CPU and any other load "
         "on it), not the GPU's alone; machines_differ names what the nodes recorded differently. "
         "Never quote one node's number as the other's.",
-        compared,
-        across="node_requested",
     )
 
 
@@ -276,16 +276,13 @@ def host_load_not_measured(catalog: Catalog) -> Finding | None:
 
 
 def cold_vs_warm_compared(catalog: Catalog) -> Finding | None:
-    compared = compared_across(catalog.figures, catalog.shots, "protocol")
-    if not compared:
-        return None
-    return Finding(
+    return _compared(
+        catalog,
+        "protocol",
         "cold_vs_warm_compared",
         "Some figures set cold shots (shot 1 of fresh processes) against warm ones (the warm rule's shots "
         "of a running process): two protocols, compared on purpose; never quote a number of one as the "
         "other.",
-        compared,
-        across="protocol",
     )
 
 

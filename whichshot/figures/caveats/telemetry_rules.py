@@ -5,7 +5,7 @@ rule, clocks that dropped with thermals normal, and warm speeds the clock does n
 
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import Finding, columns_from, flag_false, ids, whole_cells
-from whichshot.figures.cells import group_cells
+from whichshot.figures.cells import ENGINE_MODEL, group_cells
 from whichshot.figures.clock_figures import (
     BEST_CLOCK_METRIC,
     CLOCK_CHECK_METRICS,
@@ -187,7 +187,7 @@ def prefill_token_energy_unstable(catalog: Catalog) -> Finding | None:
 
 def clock_dropped_thermal_normal(catalog: Catalog) -> Finding | None:
     dropped = []
-    for pair, rows in group_cells(catalog.shots, ("engine", "model")):
+    for pair, rows in group_cells(catalog.shots, ENGINE_MODEL):
         best = catalog.find(pair, BEST_CLOCK_METRIC)
         if best is not None:
             dropped.append(dropped_clock_rows(rows, best.value))
