@@ -5,13 +5,16 @@ adapted to it, with each prompt length's series pinned to one node (placement.no
 What must hold: every series ran on its placement node; one node never ran two measurement jobs at
 once (Slurm's --exclusive, from Slurm's records and from the shots' own times); different nodes
 did measure at the same time; no figure rests on shots of two nodes; the shot table has the local
-run's schema. A second run compares two nodes (placement.compare_nodes): every series ran on each,
-each cell's figures stay on one node, and every figure that sets one node against the other says
-so (nodes_compared). The simulated nodes share this machine's two cores, so their speeds are not
-comparable, and the figures say so (host_busy): this proves scheduling and placement, not speed."""
+run's schema. A second workflow, submitted at the same time as two users' would be, compares two
+nodes (placement.compare_nodes): every series ran on each, each cell's figures stay on one node,
+every figure that sets one node against the other says so (nodes_compared), and no node ran two
+measurements at once across both workflows. The simulated nodes share this machine's two cores,
+so their speeds are not comparable, and the figures say so (host_busy): this proves scheduling and
+placement, not speed."""
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 from pathlib import Path
 
@@ -84,23 +87,44 @@ def _job_logs(workdir: Path) -> str:
     return "".join(f"\n--- {log.name}\n" + log.read_text(errors="replace")[-1500:] for log in logs)
 
 
-def run_through(slurm: SlurmCluster, tmp_path_factory, config: dict, label: str) -> Path:
+def run_through(slurm: SlurmCluster, workdir: Path, profile: Path, config: dict) -> Path:
     """The config's figures through the Slurm profile on the private cluster; the workdir."""
-    workdir = tmp_path_factory.mktemp(label)
-    profile = local_profile(tmp_path_factory.mktemp("slurm_profile"), nodes=NODES, first_check_s=1)
     t0 = time.monotonic()
     result = run_pipeline(workdir, config, *targets(), profile=profile, env=slurm.env, timeout_s=900)
-    print(f"slurm run ({label}): {time.monotonic() - t0:.1f} s")
+    print(f"slurm run ({workdir.name}): {time.monotonic() - t0:.1f} s")
     assert result.returncode == 0, result.stderr[-3000:] + _job_logs(workdir) + slurm.logs()
     return workdir
 
 
 @pytest.fixture(scope="module")
-def slurm_run(slurm: SlurmCluster, tmp_path_factory):
-    config = nodes_config(slurm.nodes)
-    workdir = run_through(slurm, tmp_path_factory, config, "slurm_nodes")
+def slurm_runs(slurm: SlurmCluster, tmp_path_factory) -> dict:
+    """The placed grid and the node comparison, submitted at once from two workdirs (the time of
+    one run, and a check that two workflows on one cluster still never share a node)."""
+    configs = {"placed": nodes_config(slurm.nodes), "compared": compare_config(slurm.nodes)}
+    places = {name: tmp_path_factory.mktemp(f"slurm_{name}") for name in configs}
+    profile = local_profile(tmp_path_factory.mktemp("slurm_profile"), nodes=NODES, first_check_s=1)
+    with ThreadPoolExecutor(len(configs)) as pool:
+        done = [pool.submit(run_through, slurm, places[name], profile, configs[name]) for name in configs]
+        for future in done:
+            future.result()
+    return {"workdirs": places, "configs": configs, "jobs": measurement_jobs(slurm.jobs())}
+
+
+def jobs_of(config: dict, jobs: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The measurement jobs that ran this config's series (a job's comment names its series)."""
+    series = {job.job_id for job in all_jobs(check_config(config))}
+    return [j for j in jobs if j["comment"].split("_wildcards_", 1)[-1] in series]
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm_runs):
+    config = slurm_runs["configs"]["placed"]
     placed = nodes_of(all_jobs(check_config(config)), config["placement"])
-    return {"workdir": workdir, "jobs": measurement_jobs(slurm.jobs()), "placed": placed}
+    return {
+        "workdir": slurm_runs["workdirs"]["placed"],
+        "jobs": jobs_of(config, slurm_runs["jobs"]),
+        "placed": placed,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -183,13 +207,14 @@ def compare_config(nodes: list[str]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def compare_run(slurm: SlurmCluster, tmp_path_factory):
-    results = run_through(slurm, tmp_path_factory, compare_config(slurm.nodes), "slurm_compare") / "results"
+def compare_run(slurm: SlurmCluster, slurm_runs):
+    results = slurm_runs["workdirs"]["compared"] / "results"
     return {
         "shots": pd.read_parquet(results / "shots.parquet"),
         "figures": pd.read_parquet(results / "figures.parquet"),
         "caveats": pd.read_parquet(results / "caveats.parquet"),
         "compared": slurm.nodes[:2],
+        "jobs": jobs_of(slurm_runs["configs"]["compared"], slurm_runs["jobs"]),
     }
 
 
@@ -205,6 +230,13 @@ def test_a_node_comparison_runs_every_series_on_each_node_it_names(compare_run):
     assert set(per_node.index) == {first, second} and per_node[first] == per_node[second]
     for _node, rows in shots.groupby("node_requested"):
         assert overlapping_windows(shot_windows(rows)) == []
+    assert {j["nodes"] for j in compare_run["jobs"]} == {first, second} and len(compare_run["jobs"]) == 2
+
+
+def test_two_workflows_on_one_cluster_never_measure_on_one_node_at_once(slurm_runs):
+    jobs = slurm_runs["jobs"]  # both workflows' measurement jobs
+    assert {j["state"] for j in jobs} == {"COMPLETED"} and len(jobs) == 6 + 2
+    assert overlapping_on_one_node(jobs) == [], jobs
 
 
 def test_a_node_comparison_keeps_cells_on_one_node_and_says_where_it_compares_them(compare_run):

@@ -1,10 +1,15 @@
 """The per-user cache shared by every clone: engine builds, sources, models."""
 
 import fcntl
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from whichshot.atomic import write_json_atomic
+from whichshot.hashing import package_code_id
 
 
 def cache_root(configured: str | None = None) -> Path:
@@ -30,3 +35,17 @@ def exclusive_lock(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def derived_from_file(
+    cache: Path, kind: str, sha256: str, derive: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """What `derive` reads out of a file pinned by its sha256 (a GGUF's metadata, its per-token
+    costs): kept in the cache under that hash and the code that reads it, so that every later run
+    on the same file skips the parse (seconds per model file)."""
+    path = cache / "derived" / kind / f"{sha256}-{package_code_id('prepare')}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    record = derive()
+    write_json_atomic(path, record)
+    return record

@@ -11,6 +11,8 @@ rule model_traffic:
         model=MODEL_PATTERN,
     conda:
         ENV
+    params:
+        cache_dir=config["cache_dir"],
     script:
         "../scripts/model_traffic.py"
 

@@ -2,12 +2,13 @@
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.atomic import write_json_atomic
-from whichshot.cache import cache_root
+from whichshot.cache import cache_root, derived_from_file
 from whichshot.entry import run_script
 from whichshot.hashing import sha256_file
 from whichshot.prepare.models import fetch_model, gguf_metadata, make_synthetic_model
@@ -30,7 +31,7 @@ def main(smk):
         "weights": weights,
         "description": spec.get("description", ""),
         "source": spec.get("packages") or spec.get("synthetic") or {"path": spec.get("path")},
-        "metadata": gguf_metadata(path),
+        "metadata": derived_from_file(cache, "gguf_metadata", sha256, partial(gguf_metadata, path)),
     }
     write_json_atomic(Path(smk.output[0]), record)
 
