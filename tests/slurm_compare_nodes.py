@@ -7,7 +7,8 @@ The grid is tests/test_e2e_slurm.py's comparison (compare_config) with a cold se
 beside the warm one, so that cold against warm shows staying on one node. SUMMARY_DIR (default
 WORKDIR/summary) receives `compare.json` (wall time, placement and overlap checks, the node ratios,
 the caveats that fired), `slurm_jobs.csv` (every job Slurm remembers), the run's config, shots,
-figures and caveats, and the report's summary.md. The simulated nodes share this machine's cores
+figures and caveats, the nodes' probes and the model's per-token costs (hardware/, traffic/), and
+the report's summary.md. The simulated nodes share this machine's cores
 and GPU-less build: their ratios show the comparison's machinery, not two machines' speeds.
 """
 
@@ -83,6 +84,8 @@ def main(workdir: Path, summary_dir: Path) -> int:
     pd.DataFrame(jobs).to_csv(summary_dir / "slurm_jobs.csv", index=False)
     for table in ("shots.parquet", "figures.parquet", "caveats.parquet", "report/summary.md"):
         shutil.copy(results / table, summary_dir / Path(table).name)
+    for folder in ("hardware", "traffic"):  # what re-derives the ceilings (tools/rederive_reference.py)
+        shutil.copytree(results / folder, summary_dir / folder, dirs_exist_ok=True)
     return 0 if result.returncode == 0 and not summary["overlapping_jobs_on_one_node"] else 1
 
 

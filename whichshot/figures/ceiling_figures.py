@@ -14,7 +14,7 @@ from typing import Any
 
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.cells import Cell, group_cells
+from whichshot.figures.cells import Cell, cell_id, group_cells
 from whichshot.telemetry.gpus import NO_GPU_ENGINE
 
 # (metric, probe key of the measured samples, the work each sample did: key or constant)
@@ -41,14 +41,15 @@ _PEAKS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Machine:
-    """One probed machine: its host name (None in an older probe: any), the GPU whose peaks its
-    figures give, those peaks by metric, and the cell they are about ({} with one probe)."""
+    """One probed machine: its probe, its host name (None in an older probe: any), the GPU whose
+    peaks its figures give, and the cell those figures are about ({}: the run's one machine; a
+    placement node's probe names the node)."""
 
+    probe: dict[str, Any]
     hostname: str | None
     gpu: dict[str, Any] | None
-    peaks: dict[str, figure.Figure]
     cell: Cell
 
 
@@ -56,18 +57,19 @@ def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
     if not catalog.probes:
         return []
     machines = probed_machines(catalog.probes)
+    peaks = {cell_id(machine.cell): _peaks(machine) for machine in machines}
     facts = {
         model: {f.metric: f for f in _model_facts(model, traffic)}
         for model, traffic in catalog.traffic.items()
     }
-    figures = [f for machine in machines for f in machine.peaks.values()]
+    figures = [f for per_machine in peaks.values() for f in per_machine.values()]
     figures += [f for per_model in facts.values() for f in per_model.values()]
     for cell, rows in group_cells(catalog.shots):
         machine = machine_of(machines, set(rows["hostname"]))
         device = _device(rows, machine.gpu) if machine else None
         if cell["model"] in facts and device and (rows["status"] == "ok").any():
-            peaks = machine.peaks
-            figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], peaks, facts[cell["model"]])
+            theirs = peaks[cell_id(machine.cell)]
+            figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], theirs, facts[cell["model"]])
     return figures
 
 
@@ -80,23 +82,26 @@ def machine_of(machines: list[Machine], hosts: set[str]) -> Machine | None:
 
 
 def probed_machines(probes: list[dict[str, Any]]) -> list[Machine]:
-    """Each probed machine once. A probe taken on a placement node names it on the node axis (its
-    peaks' cell); one taken on whatever machine ran it has no cell."""
+    """Each probed machine once (placement nodes probed outside Slurm are one machine, read once)."""
     machines: dict[str | None, Machine] = {}
     for probe in probes:
-        host, node = probe["host"], probe.get("node")  # the node it read; None: this machine
-        if node in machines:
-            continue  # placement nodes probed outside Slurm: one machine, read once
+        node = probe.get("node")  # the placement node it read; None: whatever machine ran it
+        gpu = probe["gpus"][0] if probe["gpus"] else None
         cell = {"node_requested": node} if node else {}
-        source = f"hardware-probe:{probe.get('file', PROBE_FILE)}"
-        gpu = probe["gpus"][0] if probe["gpus"] else None  # the GPU whose peaks the figures give
-        measured = gpu.get("measured", {}) if gpu else {}
-        probed = _probed("cpu", probe["cpu"], host.get("cpu_model") or "this CPU", cell, source)
-        if "copy_samples_s" in measured:
-            probed += _probed("gpu", measured, measured["name"], cell, source)
-        probed += _gpu_peaks(gpu, cell) if gpu and gpu.get("peaks") else []
-        machines[node] = Machine(host.get("hostname"), gpu, {f.metric: f for f in probed}, cell)
+        machines.setdefault(node, Machine(probe, probe["host"].get("hostname"), gpu, cell))
     return list(machines.values())
+
+
+def _peaks(machine: Machine) -> dict[str, figure.Figure]:
+    """A machine's peaks by metric: our probe's of its CPU and GPU (measured), the GPU's table's."""
+    probe, gpu, cell = machine.probe, machine.gpu, machine.cell
+    source = f"hardware-probe:{probe.get('file', PROBE_FILE)}"
+    measured = gpu.get("measured", {}) if gpu else {}
+    found = _probed("cpu", probe["cpu"], probe["host"].get("cpu_model") or "this CPU", cell, source)
+    if "copy_samples_s" in measured:
+        found += _probed("gpu", measured, measured["name"], cell, source)
+    found += _gpu_peaks(gpu, cell) if gpu and gpu.get("peaks") else []
+    return {f.metric: f for f in found}
 
 
 def _device(rows, gpu: dict[str, Any] | None) -> str | None:

@@ -138,5 +138,5 @@ def probe_hardware(file: str, node: str | None = None) -> dict[str, Any]:
     if measured:
         gpus[0]["measured"] = measured  # CUDA's device 0: the one NVML lists first where both see one GPU
     host = host_identity()
-    on_node = node if node is not None and host["slurm_node"] == node else None
+    on_node = node if host["slurm_node"] == node else None
     return {"host": host, "node": on_node, "file": file, "cpu": probe_cpu(), "gpus": gpus}

@@ -69,9 +69,9 @@ def _frame(figures: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["value"].notna()] if len(frame) else frame
 
 
-def _on(row) -> str:
+def _on(node: str) -> str:
     """' on <node>' for a cell of a node comparison, else ''."""
-    return f" on {row['node_requested']}" if row.get("node_requested") else ""
+    return f" on {node}" if node else ""
 
 
 def _per_cell(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -90,7 +90,7 @@ def _modes_in_order(modes) -> list[str]:
 
 def _cell_label(row) -> str:
     """'model on gpu01 p1024 ctx4096 reverse': the axes that tell a protocol-grid curve from the next."""
-    words = [row["model"] + _on(row)]
+    words = [row["model"] + _on(row.get("node_requested"))]
     for axis, prefix in (("prompt_tokens_requested", "p"), ("context_tokens_requested", "ctx")):
         if not pd.isna(row.get(axis)):
             words.append(f"{prefix}{int(row[axis])}")
@@ -321,7 +321,7 @@ def workload_modes(figures: pd.DataFrame):
     for axis, (engine, model, node) in zip(axes[:, 0], panels, strict=True):
         mine = (speeds["engine"] == engine) & (speeds["model"] == model) & (speeds["node_requested"] == node)
         _mode_bars(axis, speeds[mine], speedups)
-        where = f"{engine}{_on({'node_requested': node})}, {model}"
+        where = f"{engine}{_on(node)}, {model}"
         axis.set_title(f"{where}: decode speed by workload and mode (× = speed-up over none)")
         axis.set_ylabel("decode speed, client-timed (tok/s)")
         axis.grid(axis="y", alpha=0.3)
@@ -428,7 +428,7 @@ def acceptance_real_synthetic(figures: pd.DataFrame):
             linewidth=0.6,
             label=f"{kind} text",
         )
-    labels = [f"{w}\n{m}{_on({'node_requested': n})} · {mode} · {p}" for m, w, mode, p, _e, n in groups]
+    labels = [f"{w}\n{m}{_on(n)} · {mode} · {p}" for m, w, mode, p, _e, n in groups]
     axis.set_xticks(range(len(groups)), labels, fontsize=7)
     axis.set_ylabel("acceptance (accepted / drafted tokens, %)")
     axis.set_ylim(0, 105)
@@ -459,7 +459,7 @@ def ngram_warm_series(figures: pd.DataFrame):
             curve = cell[cell["spec_mode"] == mode].sort_values("shot_index")
             if not curve.empty:
                 axis.plot(curve["shot_index"], curve["value"], **_style(n), label=mode)
-        axis.set_title(f"{model}{_on({'node_requested': node})}\n{workload}, {kind} text", fontsize=8)
+        axis.set_title(f"{model}{_on(node)}\n{workload}, {kind} text", fontsize=8)
         axis.set_xlabel("shot index in the process", fontsize=8)
         axis.set_ylabel("decode tok/s", fontsize=8)
         axis.tick_params(labelsize=7)

@@ -134,9 +134,10 @@ def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list
 
 
 def side_by_side(table: SideTable, numbers: dict[str, int]) -> list[str]:
-    head_axes = [a for a in (table.head_axis,) if a] + ["model", "workload", "text_kind", "which_shot"]
-    header = [md(a) for a in head_axes[:-2]] + ["text", "protocol", "speculative mode"]
-    head_axes.append("spec_mode")
+    beside = [table.head_axis] if table.head_axis else []
+    head_axes = [*beside, "model", "workload", "text_kind", "which_shot", "spec_mode"]
+    titles = {"text_kind": "text", "which_shot": "protocol", "spec_mode": "speculative mode"}
+    header = [md(titles.get(a, a)) for a in head_axes]
     header += [md(f"{title} ({unit}), {e}") for e in table.sides for _m, title, unit in PER_SIDE]
     header += [
         md(f"{e}: {title} {table.reference} ({unit})")

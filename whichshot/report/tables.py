@@ -106,12 +106,13 @@ def vs_reference(side: Side) -> tuple[tuple[str, str, str], ...]:
     )
 
 
-# (side, anchor, title, what the sides share and what differs)
+# (side, the other side's axis (a first column where rows differ in it), anchor, title, what the
+# sides share and what differs)
 SIDES = (
-    (ENGINES, "engines", "Engines side by side",
+    (ENGINES, NODES.axis, "engines", "Engines side by side",
      "The same model file, prompt, workload and protocol on each engine, in one run. A speculative mode "
      "is one engine kind's setting: an engine without it shows —, it never ran as no drafting."),
-    (NODES, "nodes", "Nodes side by side",
+    (NODES, ENGINES.axis, "nodes", "Nodes side by side",
      "The same engine build, model file, prompt, workload and protocol on each node of the comparison "
      "(placement.compare_nodes), in one run. A ratio is of whole machines: GPU, driver, power limit, "
      "CPU and their load differ with the node (caveat nodes_compared; the machines table under What "
@@ -469,7 +470,7 @@ def _mark_group_starts(rows: list[dict[str, Any]], axes: list[str]) -> None:
 
 
 def side_table(
-    records: list[dict[str, Any]], shown: set[str], side: Side, key: str, title: str, intro: str
+    records: list[dict[str, Any]], shown: set[str], side: Side, beside: str, key: str, title: str, intro: str
 ) -> SideTable | None:
     """Cells that two or more sides of the axis ran, side by side; None with one side."""
     axis = side.axis
@@ -492,8 +493,7 @@ def side_table(
         shown.add(r["figure_id"])
     ordered = _with_which_shot(list(rows.values()))
     _order_workload_rows(ordered)
-    head = next(s.axis for s, *_ in SIDES if s.axis != axis)
-    head_axis = head if any(r[head] for r in ordered) else None
+    head_axis = beside if any(r[beside] for r in ordered) else None
     return SideTable(axis, side.noun, key, title, intro, sides, columns, head_axis, ordered)
 
 
