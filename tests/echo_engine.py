@@ -1,8 +1,10 @@
 """A small engine kind in one file: everything whichshot knows of an engine, and nothing else
 changed to add it. Its server (this same file run as a program) echoes the prompt back: token ids
-are UTF-8 bytes, the output repeats the prompt's last bytes. It exists to prove the engine boundary
+are UTF-8 bytes, the output repeats the prompt's last bytes, one event every --gap-s seconds
+(an HTTP/1.0 close-delimited stream). It exists to prove the engine boundary
 (tests/test_engine_boundary.py) and is registered only where a config names it in engine_modules."""
 
+import argparse
 import json
 import sys
 import time
@@ -95,6 +97,7 @@ class EchoServer:
         self.process, self.base_url, self.ready_s = process, base_url, ready_s
         self.context_tokens = 4096
         self.prompt_cache = "off (the echo server keeps nothing)"
+        self.warmup_observed = ONE_DECODE if "echo: warmed up" in process.log_tail() else NO_WARMUP
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]:
         return list(text.encode("utf-8"))
@@ -130,6 +133,8 @@ ENGINE = register(Echo())
 
 
 class _Handler(BaseHTTPRequestHandler):
+    gap_s = 0.01  # between two events
+
     def log_message(self, *_args: object) -> None:
         pass
 
@@ -154,12 +159,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
-        for event in [*events, final]:
-            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.flush()
-            time.sleep(0.002)
+        try:
+            for index, event in enumerate([*events, final]):
+                if index:
+                    time.sleep(self.gap_s)
+                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: so do we
+
+
+def serve(argv: list[str]) -> None:
+    """Run the echo server: PORT [--warmup] [--gap-s S]."""
+    parser = argparse.ArgumentParser(description="The echo engine's server.")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--warmup", action="store_true")
+    parser.add_argument("--gap-s", type=float, default=_Handler.gap_s, help="pause between events")
+    args = parser.parse_args(argv)
+    _Handler.gap_s = args.gap_s
+    print("echo: warmed up" if args.warmup else "echo: no warm-up", flush=True)
+    HTTPServer((LOOPBACK, args.port), _Handler).serve_forever()
 
 
 if __name__ == "__main__":
-    print("echo: warmed up" if "--warmup" in sys.argv else "echo: no warm-up", flush=True)
-    HTTPServer((LOOPBACK, int(sys.argv[1])), _Handler).serve_forever()
+    serve(sys.argv[1:])

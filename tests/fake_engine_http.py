@@ -4,13 +4,17 @@ The real llama-server cannot be made to send malformed JSON, invalid UTF-8, more
 n_predict, an error event or a stream cut short without its final event, so these faults are
 injected here. Everything else in the fault suite runs against the real engine.
 
-Run as: python fake_engine_http.py PORT BEHAVIOUR[,BEHAVIOUR...]
+Run as: python fake_engine_http.py PORT BEHAVIOUR[,BEHAVIOUR...] [--gap-s S] [--chunked]
 The k-th /completion request gets the k-th behaviour (the last one repeats). It speaks the parts
 of llama-server's HTTP API that whichshot uses, binds 127.0.0.1 and logs like llama-server does.
+Like an engine it sends its events over time, --gap-s apart, as an HTTP/1.0 close-delimited body
+or (--chunked) as HTTP/1.1 chunks the way llama-server does.
 """
 
+import argparse
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 N_CTX = 512
@@ -68,9 +72,15 @@ def stream(behaviour: str, n_predict: int, prompt_n: int) -> list[bytes]:
     raise ValueError(f"unknown behaviour {behaviour!r}")
 
 
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):X}\r\n".encode() + data + b"\r\n"
+
+
 class FakeLlamaServer(BaseHTTPRequestHandler):
     behaviours: list[str] = ["ok"]
     served = 0
+    gap_s = 0.01  # between two events
+    chunked = False  # set with protocol_version = "HTTP/1.1"
 
     def log_message(self, *_args: object) -> None:
         pass
@@ -80,6 +90,7 @@ class FakeLlamaServer(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -103,28 +114,47 @@ class FakeLlamaServer(BaseHTTPRequestHandler):
             error = {"code": 400, "message": "fake engine refuses this prompt", "type": "invalid_request"}
             self._json(400, {"error": error})
         else:
-            chunks = stream(behaviour, body["n_predict"], len(body["prompt"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            if behaviour == "one_body":
-                self.send_header("Content-Length", str(len(chunks[0])))
-            self.end_headers()
-            for chunk in chunks:
-                self.wfile.write(chunk)
-                self.wfile.flush()
+            self._stream(stream(behaviour, body["n_predict"], len(body["prompt"])), behaviour == "one_body")
         # llama-server ends each request's log with this line; whichshot's log reader waits for it.
         print(f"slot print_timing: fake request {cls.served} ({behaviour}) total time = 1.00 ms", flush=True)
 
+    def _stream(self, chunks: list[bytes], one_body: bool) -> None:
+        """Send the chunks `gap_s` apart (one body at once with a Content-Length if `one_body`)."""
+        chunked = type(self).chunked and not one_body
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        if one_body:
+            self.send_header("Content-Length", str(len(chunks[0])))
+        elif chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for index, chunk in enumerate(chunks):
+                if index:
+                    time.sleep(type(self).gap_s)
+                self.wfile.write(_chunk(chunk) if chunked else chunk)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading (it refuses a stream far longer than asked): so do we
+
 
 def main(argv: list[str]) -> None:
-    port, behaviours = int(argv[1]), argv[2].split(",")
-    unknown = [b for b in behaviours if b not in BEHAVIOURS]
+    parser = argparse.ArgumentParser(description="A misbehaving stand-in for llama-server.")
+    parser.add_argument("port", type=int)
+    parser.add_argument("behaviours", type=lambda text: text.split(","), help="comma-separated, in order")
+    parser.add_argument("--gap-s", type=float, default=FakeLlamaServer.gap_s, help="pause between events")
+    parser.add_argument("--chunked", action="store_true", help="HTTP/1.1 chunked, else HTTP/1.0 to close")
+    args = parser.parse_args(argv[1:])
+    unknown = [b for b in args.behaviours if b not in BEHAVIOURS]
     if unknown:
         raise SystemExit(f"unknown behaviours: {unknown}")
-    FakeLlamaServer.behaviours = behaviours
+    FakeLlamaServer.behaviours, FakeLlamaServer.gap_s = args.behaviours, args.gap_s
+    if args.chunked:
+        FakeLlamaServer.chunked, FakeLlamaServer.protocol_version = True, "HTTP/1.1"
     print("llama_kv_cache: size = unknown (fake engine, no KV cache)", flush=True)
-    ThreadingHTTPServer(("127.0.0.1", port), FakeLlamaServer).serve_forever()
+    ThreadingHTTPServer(("127.0.0.1", args.port), FakeLlamaServer).serve_forever()
 
 
 if __name__ == "__main__":

@@ -70,9 +70,17 @@ def series(
             process_start_reason=_start_reason(cold, process),
         )  # fmt: skip
         if values is not None:
-            row.update({**VALUES, **common, **values})
+            given = {**VALUES, **common, **values}
+            prompt_tokens = given.get("prompt_tokens", row["prompt_tokens"])
+            row.update({**_streams(of["parallel_streams"], prompt_tokens, given["output_tokens"]), **given})
         rows.append(row)
     return rows
+
+
+def _streams(streams: int, prompt_tokens: int, output_tokens: int | None) -> dict[str, Any]:
+    """The streams' columns of an ok shot whose every stream returned stream 1's tokens."""
+    return {"streams_in_flight": streams, "streams_prompt_tokens": prompt_tokens * streams,
+            "streams_output_tokens": None if output_tokens is None else output_tokens * streams}  # fmt: skip
 
 
 def _start_reason(cold: bool, process: int) -> str:

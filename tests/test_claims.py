@@ -5,6 +5,7 @@ stage computes: a claim equal to a cold shot, to a warm shot, to neither."""
 import json
 from pathlib import Path
 
+import jsonschema
 import pandas as pd
 import pytest
 import yaml
@@ -84,25 +85,30 @@ def _verdict(tmp_path, **changes) -> dict:
 
 
 def test_a_claim_equal_to_a_cold_shot_matches_it_and_says_how_far_warm_is(tmp_path):
+    # the claim names no protocol: the cold statistic is one of its 8 readings, the only one within
     row = _verdict(tmp_path, value=100)
-    assert row["status"] == "matches"
-    assert row["verdict"].startswith("matches m p64: cold shot 1 (each fresh process) = 100")
-    assert "our m p64: warm statistic (shots 3-6) is 30% lower than the claim" in row["verdict"]
+    assert row["status"] == "minority match"
+    assert row["verdict"].startswith(
+        "minority match: only 1 of 8 readings within (claimed 100, tolerance 5%); protocol statistics, "
+        "1 of 2 within: m p64: cold shot 1 (each fresh process) = 100 (within); "
+        "m p64: warm statistic (shots 3-6) = 70 (30% lower)"
+    )
     readings = json.loads(row["readings"])
     assert [r["label"] for r in readings if r["within"]] == ["m p64: cold shot 1 (each fresh process)"]
 
 
 def test_a_claim_equal_to_a_warm_shot_matches_that_shot(tmp_path):
     row = _verdict(tmp_path, value=80, tolerance=0.01)
-    assert row["status"] == "matches"
-    assert row["verdict"].startswith("matches m p64: warm shot 2 = 80")
-    assert "our m p64: cold shot 1 (each fresh process) is 25% higher than the claim" in row["verdict"]
+    assert row["status"] == "minority match"
+    assert "m p64: cold shot 1 (each fresh process) = 100 (25% higher)" in row["verdict"]
+    assert row["verdict"].endswith("; other readings within: m p64: warm shot 2 = 80")
 
 
 def test_a_claim_equal_to_no_reading_is_not_reproduced_with_the_spread(tmp_path):
     row = _verdict(tmp_path, value=150)
     assert row["status"] == "not reproduced"
-    assert row["verdict"].startswith("not reproduced: ours is 33% to 53% lower under every reading")
+    assert row["verdict"].startswith("not reproduced: 0 of 8 readings within (claimed 150, tolerance 5%)")
+    assert "; ours is 33% to 53% lower under every reading; closest m p64: cold shot 1" in row["verdict"]
     assert row["readings_within"] == 0 and len(row["figure_ids"]) > 2
 
 
@@ -118,7 +124,8 @@ def test_a_relative_claim_pairs_cells_on_every_other_axis(tmp_path):
 def test_hardware_that_is_not_this_runs_makes_an_absolute_claim_not_comparable(tmp_path):
     row = _verdict(tmp_path, checkable="here", stated={"hardware": "Apple M1 Max"})
     assert row["status"] == "not comparable here" and "'Apple M1 Max' is not this run's" in row["verdict"]
-    assert _verdict(tmp_path, checkable="here", stated={"hardware": "some cpu"})["status"] == "matches"
+    same = _verdict(tmp_path, value=70, checkable="here", stated={"hardware": "some cpu"})
+    assert same["status"] == "matches"
 
 
 def test_a_claim_the_grid_does_not_cover_says_so(tmp_path):
@@ -162,3 +169,48 @@ def test_claims_can_grow_the_grid_by_the_cells_they_name(tmp_path):
 def test_a_claim_may_select_cells_on_every_grid_axis_and_nothing_else() -> None:
     where_keys = record_schema("claims")["$defs"]["where"]["propertyNames"]["enum"]
     assert tuple(where_keys) == AXES
+
+
+def _warm_claim(**changes) -> dict:
+    return _claim(where={"workload": "continue_text", "protocol": "warm"}, **changes)
+
+
+def test_a_verdict_says_how_many_readings_it_compared_and_leads_with_the_protocol_statistic(tmp_path):
+    # the warm claim's readings: the warm statistic (70) and warm shots 1-6 (90, 80, 70, 70, 70, 70)
+    row = _verdict(tmp_path, **_warm_claim(value=70))
+    assert row["status"] == "matches"
+    assert (row["readings_compared"], row["readings_within"]) == (7, 5)
+    assert (row["statistics_compared"], row["statistics_within"]) == (1, 1)
+    assert row["verdict"].startswith(
+        "matches: 5 of 7 readings within (claimed 70, tolerance 5%); protocol statistic: "
+        "m p64: warm statistic (shots 3-6) = 70 (within)"
+    )
+    assert json.loads(row["readings"])[0]["label"] == "m p64: warm statistic (shots 3-6)"
+    jsonschema.validate(row, record_schema("claim_verdicts"))
+
+
+def test_a_match_by_a_minority_of_readings_is_marked_so_and_names_the_statistic_it_misses(tmp_path):
+    row = _verdict(tmp_path, **_warm_claim(value=90, tolerance=0.01))  # only warm shot 1 is 90
+    assert row["status"] == "minority match"
+    assert (row["readings_compared"], row["readings_within"], row["statistics_within"]) == (7, 1, 0)
+    assert row["verdict"].startswith(
+        "minority match: only 1 of 7 readings within (claimed 90, tolerance 1%); protocol statistic: "
+        "m p64: warm statistic (shots 3-6) = 70 (22% lower); other readings within: m p64: warm shot 1 = 90"
+    )
+    jsonschema.validate(row, record_schema("claim_verdicts"))  # the new status is one the table knows
+
+
+def test_the_report_and_summary_show_a_minority_match_and_the_counts(tmp_path):
+    from whichshot.report.claims import claims_markdown
+
+    rows = [_verdict(tmp_path, **_warm_claim(value=90, tolerance=0.01)), _verdict(tmp_path, value=150)]
+    text = claims_markdown(rows)
+    assert "2 claims: 1 minority match, 1 not reproduced." in text
+    assert "| minority match (1 of 7 readings) |" in text and "| not reproduced (0 of 8 readings) |" in text
+    assert text.index("minority match (1") < text.index("not reproduced (0")
+
+
+def test_a_figure_over_every_shot_is_not_called_the_warm_statistic(tmp_path):
+    row = _verdict(tmp_path, **_warm_claim(metric="client_vs_engine_prefill_ratio", value=1, unit="x"))
+    (reading,) = json.loads(row["readings"])
+    assert reading["label"] == "m p64: every ok shot (shots 1-6)" and reading["statistic"]

@@ -265,6 +265,6 @@ def test_local_shots_carry_no_slurm_fields(smoke_run):
     shots = pd.read_parquet(smoke_run["workdir"] / "results" / "shots.parquet")
     outer_job = os.environ.get("SLURM_JOB_ID")  # set only where pytest itself runs inside a Slurm job
     if outer_job is None:
-        assert shots[["slurm_job_id", "slurm_node", "slurm_gpus", "gpu_uuid"]].isna().all().all()
+        assert shots[["slurm_job_id", "slurm_node", "slurm_gpus"]].isna().all().all()
     else:
         assert (shots["slurm_job_id"] == outer_job).all()

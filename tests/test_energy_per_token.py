@@ -8,11 +8,13 @@ import pandas as pd
 import pytest
 
 from tests.reference_energy import REFERENCE, resummarized_shots
+from tests.shot_tables import cell, series, table
 from whichshot.figures.aggregations import recompute
+from whichshot.figures.cells import cell_id
 from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, MIN_ENERGY_COUNTER_UPDATES
 from whichshot.figures.energy_figures import ENERGY_PHASE, NOT_MEASURED, STABLE, UNSTABLE, energy_verdict
 from whichshot.figures.table import compute_figures, write_figure_tables
-from whichshot.measure.aggregate import read_shots
+from whichshot.measure.aggregate import read_shots, upgrade_shots
 from whichshot.measure.grid import AXES
 from whichshot.measure.series import RecorderTelemetry
 from whichshot.report.summary import render_summary
@@ -160,7 +162,7 @@ def test_a_long_decode_cell_on_the_h200_is_stable():
     assert rows[OUTPUT.updates].sum() >= MIN_ENERGY_COUNTER_UPDATES
     assert figure.value == pytest.approx(rows["decode_gpu_energy_j"].sum() / rows["output_tokens"].sum())
     assert figure.kind == "derived" and figure.unit == "J/token"
-    assert figure.columns == ["decode_gpu_energy_j", "output_tokens"]
+    assert figure.columns == ["decode_gpu_energy_j", "streams_output_tokens"]
     assert figure.note.startswith("energy verdict: stable")
     assert "output_token_energy_unstable" not in figure.caveat_ids
     # its shots are the warm rule's, as every statistic of the cell
@@ -283,3 +285,147 @@ def test_every_energy_figure_recomputes_from_exactly_the_shots_it_cites():
 def _series_per_cell(shots: pd.DataFrame) -> int:
     (repeats,) = shots.groupby(list(AXES), dropna=False)["job_id"].nunique().unique()
     return int(repeats)
+
+
+# --- several streams in flight (issue 31) -------------------------------------------------------
+
+FOUR = cell(parallel_streams=4)
+# Each shot's four streams: stream 1 decoded 16 tokens, the others 16, 15 and 14 (batched kernels
+# may end a stream elsewhere), every one prefilled the same 64-token prompt.
+FOUR_STREAMS_OUTPUT_TOKENS = 16 + 16 + 15 + 14
+STABLE_GPU = {"sm_clock_median_mhz": 1980.0, "gpu_power_reliable": True, "thermal_throttle_seen": False,
+              "energy_split_gap_s": 0.0, "prefill_energy_counter_updates": 30,
+              "decode_energy_counter_updates": 30}  # fmt: skip
+
+
+def _gpu_shot(position: int, streams: int, streams_output_tokens: int | None) -> dict:
+    """A shot whose counter saw 100 J of prefill and 900 J + 10 J per position of decode."""
+    energy_j = 1000.0 + 10 * position
+    return {**STABLE_GPU, "gpu_energy_j": energy_j, "prefill_gpu_energy_j": 100.0,
+            "decode_gpu_energy_j": energy_j - 100.0, "first_token_mono_s": 10.0 * position + 0.1,
+            "streams_in_flight": streams, "streams_output_tokens": streams_output_tokens,
+            "streams_prompt_tokens": None if streams_output_tokens is None else 64 * streams,
+            "stream_ttft_max_s": 0.1, "aggregate_decode_tok_s": 190.0,
+            "energy_j_per_token": energy_j / (streams_output_tokens or 16)}  # fmt: skip
+
+
+def _streams_table(four_streams_output_tokens: int | None = FOUR_STREAMS_OUTPUT_TOKENS) -> pd.DataFrame:
+    one = [_gpu_shot(p, 1, 16) for p in range(1, 7)]
+    four = [_gpu_shot(p, 4, four_streams_output_tokens) for p in range(1, 7)]
+    return table(series(cell(), one), series(FOUR, four))
+
+
+def _cell_figure(figures, of: dict, metric: str):
+    (found,) = [
+        f for f in figures if f.cell_id == cell_id(of) and f.metric == metric and f.shot_index is None
+    ]
+    return found
+
+
+def test_a_four_stream_cells_energy_per_token_divides_by_every_streams_tokens():
+    shots = _streams_table()
+    figures, _caveats = compute_figures(shots, [], 0.7)
+    output = _cell_figure(figures, FOUR, OUTPUT.metric)
+    rows = cited(shots, output)
+    total_energy_j, total_tokens = rows["decode_gpu_energy_j"].sum(), len(rows) * FOUR_STREAMS_OUTPUT_TOKENS
+    assert output.value == pytest.approx(total_energy_j / total_tokens)
+    assert list(rows["shot_index"]) == [3, 4, 5, 6] and (rows["parallel_streams"] == 4).all()  # warm rule
+    assert output.value != pytest.approx(total_energy_j / rows["output_tokens"].sum())  # stream 1's alone
+    assert output.columns == ["decode_gpu_energy_j", "streams_output_tokens"]
+    assert output.note.startswith("energy verdict: stable")
+    # the prefill energy of four prompts over four prompts' tokens
+    prefill = _cell_figure(figures, FOUR, PREFILL.metric)
+    assert prefill.value == pytest.approx(4 * 100.0 / (4 * 4 * 64))
+    # the one-stream cell beside it is as before: its tokens are stream 1's
+    one = _cell_figure(figures, cell(), OUTPUT.metric)
+    one_rows = cited(shots, one)
+    assert one.value == pytest.approx(one_rows["decode_gpu_energy_j"].sum() / one_rows["output_tokens"].sum())
+
+
+def test_four_streams_whose_first_tokens_came_apart_split_their_energy_unstably():
+    # the last stream's first token 0.5 s after stream 1's, where the energy is split: its prefill
+    # there counts as decode energy
+    shots = _streams_table()
+    shots.loc[shots["parallel_streams"] == 4, "stream_ttft_max_s"] = 0.6
+    figures, _caveats = compute_figures(shots, [], 0.7)
+    for phase in (OUTPUT, PREFILL):
+        verdict = energy_verdict(cited(shots, _cell_figure(figures, FOUR, phase.metric)), phase)
+        assert verdict.state == UNSTABLE, verdict.text
+        assert verdict.reasons[-1].startswith("the other streams' first tokens up to 2.00 s"), verdict.text
+    assert energy_verdict(cited(shots, _cell_figure(figures, cell(), OUTPUT.metric)), OUTPUT).state == STABLE
+
+
+def test_shots_of_several_streams_without_every_streams_tokens_give_no_energy_per_token():
+    # recorded before version 8: the shot kept stream 1's tokens only, and its energy_j_per_token
+    # divided every stream's energy by them
+    figures, _caveats = compute_figures(_streams_table(None), [], 0.7)
+    for metric in (OUTPUT.metric, PREFILL.metric, "energy_j_per_token"):
+        found = _cell_figure(figures, FOUR, metric)
+        assert found.value is None, metric
+    verdict = _cell_figure(figures, FOUR, OUTPUT.metric).note
+    assert verdict.startswith("energy verdict: not measured") and "streams_output_tokens" in verdict
+    one_stream = _cell_figure(figures, cell(), "energy_j_per_token")
+    assert one_stream.value == pytest.approx(1045.0 / 16)  # the median of shots 3-6
+
+
+def test_two_stream_h200_shots_recorded_with_stream_1s_tokens_divide_by_both_streams():
+    """seed_002's 2-stream shots (version 7) stored stream 1's 128 tokens; both streams returned the
+    same ids, so the upgrade counts 256 and the per-token energy is half what it read."""
+    shots = shots_of("seed_002")
+    two = shots[shots["parallel_streams"] == 2]
+    assert (two["streams_output_tokens"] == 2 * two["output_tokens"]).all()
+    figures, _caveats = compute_figures(shots, [], 0.7)
+    per_token = [f for f in figures if f.metric == "energy_j_per_token" and f.shot_index is None]
+    two_figures = [f for f in per_token if f.axes["parallel_streams"] == 2]
+    assert two_figures and all(f.value is not None for f in two_figures)
+    for figure in two_figures:
+        used = two[two["shot_id"].isin(figure.shot_ids)]
+        expected = (used["gpu_energy_j"] / used["streams_output_tokens"]).median()
+        assert figure.value == pytest.approx(expected)
+    assert all(f.value is not None for f in per_token if f.axes["parallel_streams"] == 1)
+
+
+def test_older_shots_of_several_streams_whose_outputs_differ_get_no_output_total():
+    shots = shots_of("seed_002")
+    two = shots["parallel_streams"] == 2
+    recorded = shots.copy()
+    recorded.loc[two, "streams_same_output"] = False
+    recorded = recorded.drop(columns=["streams_output_tokens", "streams_prompt_tokens"])
+    upgraded = upgrade_shots(recorded.assign(schema_version=7))
+    assert upgraded.loc[two, "streams_output_tokens"].isna().all()
+    assert (upgraded.loc[two, "streams_prompt_tokens"] == 2 * upgraded.loc[two, "prompt_tokens"]).all()
+
+
+# Figures of a several-stream cell that come from stream 1's request alone.
+STREAM_ONE_METRICS = (
+    "ttft_s",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "engine_prefill_tok_s",
+    "engine_decode_tok_s",
+)
+
+
+def test_stream_1s_figures_of_a_four_stream_cell_say_so_and_no_one_stream_figure_does():
+    shots = _streams_table()
+    figures, caveats = compute_figures(shots, [], 0.7)
+    (caveat,) = [c for c in caveats if c["caveat_id"] == "stream_one_of_several"]
+    four = set(shots.loc[shots["parallel_streams"] == 4, "shot_id"])
+    assert set(caveat["shot_ids"]) == four
+    for metric in STREAM_ONE_METRICS:
+        assert "stream_one_of_several" in _cell_figure(figures, FOUR, metric).caveat_ids, metric
+    by_index = [f for f in figures if f.cell_id == cell_id(FOUR) and f.shot_index is not None
+                and f.metric in STREAM_ONE_METRICS]  # fmt: skip
+    assert len(by_index) == 2 * 6 and all("stream_one_of_several" in f.caveat_ids for f in by_index)
+    # figures over every stream: their speeds, their tokens' energy, the aggregate against one stream
+    for metric in ("aggregate_decode_tok_s", OUTPUT.metric, PREFILL.metric, "energy_j_per_token",
+                   "aggregate_decode_vs_one_stream"):  # fmt: skip
+        assert "stream_one_of_several" not in _cell_figure(figures, FOUR, metric).caveat_ids, metric
+    touched = [f for f in figures if "stream_one_of_several" in f.caveat_ids]
+    assert all(set(f.shot_ids) & four for f in touched)
+    assert [f.figure_id for f in touched] == caveat["figure_ids"]
+    one_stream = [f for f in figures if f.shot_ids and not set(f.shot_ids) & four]
+    assert one_stream and not [f for f in one_stream if "stream_one_of_several" in f.caveat_ids]
+    # a run of one stream only: the caveat does not fire at all
+    only_one = table(series(cell(), [_gpu_shot(p, 1, 16) for p in range(1, 7)]))
+    assert "stream_one_of_several" not in {c["caveat_id"] for c in compute_figures(only_one, [], 0.7)[1]}

@@ -4,21 +4,28 @@ they listen beyond loopback, whatever their kind or arguments."""
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import psutil
 import pytest
 
+from tests.fault_kit import child_processes
 from whichshot.errors import WhichshotError
 from whichshot.measure import process as process_module
-from whichshot.measure.process import EngineProcess, free_port, http_ok
+from whichshot.measure.process import EngineProcess, free_port, start_until_ready
+
+
+def http_server_argv(tmp_path, bind: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "http.server", "--bind", bind, str(port), "--directory", str(tmp_path)]
 
 
 def serving(tmp_path, bind: str) -> EngineProcess:
     port = free_port()
-    argv = [sys.executable, "-m", "http.server", "--bind", bind, str(port), "--directory", str(tmp_path)]
-    engine = EngineProcess(argv, tmp_path / "server.log")
-    engine.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/"), 30)
+    engine, _ready_s = start_until_ready(
+        http_server_argv(tmp_path, bind, port), tmp_path / "server.log", f"http://127.0.0.1:{port}/", 30
+    )
     return engine
 
 
@@ -64,3 +71,29 @@ def test_a_killed_harness_takes_its_engine_with_it(tmp_path):
     while psutil.pid_exists(engine_pid) and psutil.Process(engine_pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the engine outlived its harness"
         time.sleep(0.05)
+
+
+class _Healthy(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's naming
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_a_port_another_program_answers_on_is_refused_and_the_engine_stopped(tmp_path):
+    foreign = HTTPServer(("127.0.0.1", 0), _Healthy)  # not the engine's: a socket of this test's own
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    port = foreign.server_address[1]
+    # The engine is told `port` but binds another, as if it had died and `foreign` had taken the port.
+    argv = http_server_argv(tmp_path, "127.0.0.1", free_port())
+    before = {p.pid for p in child_processes()}
+    try:
+        with pytest.raises(WhichshotError, match=rf"^port {port} answers, but no process the engine started"):
+            start_until_ready(argv, tmp_path / "server.log", f"http://127.0.0.1:{port}/health", 30)
+    finally:
+        foreign.shutdown()
+        foreign.server_close()
+    assert (tmp_path / "server.log").exists()  # the engine was started, then stopped with its watchdog
+    assert [p for p in child_processes() if p.pid not in before] == []

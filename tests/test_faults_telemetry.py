@@ -18,9 +18,10 @@ pytestmark = pytest.mark.e2e
 
 
 def _fake_sysfs(root):
-    """A CPU-frequency source and one thermal zone, laid out like /proc and /sys."""
-    (root / "proc").mkdir(parents=True)
-    (root / "proc" / "cpuinfo").write_text("processor\t: 0\ncpu MHz\t\t: 2100.000\n")
+    """A running CPU-frequency source (cpufreq) and one thermal zone, laid out like /sys."""
+    freq = root / "sys" / "devices" / "system" / "cpu" / "cpu0" / "cpufreq"
+    freq.mkdir(parents=True)
+    (freq / "scaling_cur_freq").write_text("2100000\n")
     zone = root / "sys" / "class" / "thermal" / "thermal_zone0"
     zone.mkdir(parents=True)
     (zone / "temp").write_text("45000\n")
@@ -55,14 +56,14 @@ def test_sensor_vanishing_mid_run_is_a_recorded_gap_and_a_caveat(tmp_path, monke
     watcher.join(1)
     assert child_processes() == []
 
-    shots = read_jsonl([shots_path])
+    shots = read_jsonl([partial])  # the journals: measure_series gives them their final names
     assert [s["status"] for s in shots] == ["ok", "ok", "ok"]  # the shots went on
     assert shots[0]["cpu_temp_max_c"] == 45.0 and shots[0]["telemetry_gaps"] is None
     for shot in shots[1:]:
         assert shot["cpu_temp_max_c"] is None  # not measured, never carried over
         assert shot["telemetry_gaps"].startswith("linux.cpu_temp_c: ValueError: invalid literal")
         assert shot["cpu_freq_median_mhz"] == 2100.0  # the other sensor still reads
-    samples = read_jsonl([samples_path])
+    samples = read_jsonl([samples_path.with_name(samples_path.name + ".partial")])
     later = [s for s in samples if s["t_mono_s"] >= shots[1]["t_request_mono_s"]]
     assert later and all(s["cpu_temp_c"] is None for s in later)  # the raw samples show the gap too
 

@@ -104,3 +104,31 @@ def test_robust_z_and_outliers():
     assert robust_z_scores([1.0, 2.0, 3.0]) == [None] * 3  # too few to judge
     assert robust_z_scores([5.0] * 6) == [None] * 6  # no spread at all
     assert index_ranges([5, 1, 2, 3]) == "1-3, 5"
+
+
+def test_no_process_first_shot_enters_the_warm_statistic_whatever_the_fraction():
+    shots = table(series(WARM, speeds([10, 20, 30, 40, 50, 60])))
+    whole = WarmRule(1.0).select(shots, "decode_tok_s")
+    assert whole.rows["shot_index"].tolist() == [2, 3, 4, 5, 6] and whole.shot_indices == "2-6"
+    assert "shots 2-6 of 6 consecutive ok shots of one process (the last 100%, less the process's cold" in (
+        whole.label
+    )
+    short = WarmRule(0.9).select(table(series(WARM, speeds([10, 20, 30]))), "decode_tok_s")
+    assert short.rows["shot_index"].tolist() == [2, 3]  # 0.9 of 3 rounds up to all three
+
+
+def test_no_process_of_a_restarted_series_gives_its_first_shot_to_the_warm_statistic():
+    # process 1 served shots 1-2, died; process 2 served the other four (its shot indices 1-4)
+    shots = table(series(WARM, speeds([10, 20, 99, 40, 50, 60]), processes=[1, 1, 2, 2, 2, 2]))
+    selection = WarmRule(1.0).select(shots, "decode_tok_s")
+    assert selection.rows["series_position"].tolist() == [4, 5, 6]
+    assert 99.0 not in selection.rows["decode_tok_s"].tolist()
+
+
+def test_a_series_whose_only_shot_left_is_the_cold_one_gives_no_warm_value_and_says_why():
+    shots = table(series(WARM, [{"decode_tok_s": 10.0}, {"decode_tok_s": math.nan}]))
+    selection = WarmRule(1.0).select(shots, "decode_tok_s")
+    assert selection.rows.empty
+    assert selection.problems == (
+        f"{shots['job_id'][0]}: only shot 1 of its process has a value, and that is the cold shot",
+    )

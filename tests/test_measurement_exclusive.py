@@ -88,3 +88,14 @@ def test_nodes_sharing_a_temporary_directory_keep_separate_locks(monkeypatch):
         paths[host] = machine_lock.lock_path()
     assert paths["wsn1.cluster"] != paths["wsn2.cluster"]
     assert paths["wsn1.cluster"].parent == paths["wsn2.cluster"].parent
+
+
+def test_a_series_resumed_after_another_ran_is_not_caveated_as_overlapping():
+    """Overlap is judged per engine process: a series interrupted after shot 1 and resumed in a
+    new process once another series had run spans that series, but never ran beside it."""
+    resumed, between = cell(prefill_chunk_tokens=512), cell(prefill_chunk_tokens=1024)
+    rows = series(resumed, [{}] * 3, processes=[1, 2, 2], hostname="node-a")
+    for row, start_s in zip(rows, (0.0, 20.0, 21.0), strict=True):
+        row.update(t_request_mono_s=start_s, t_end_mono_s=start_s + 0.9)
+    assert "series_overlapped" not in _caveats(rows + _timed(between, 10.0))
+    assert "series_overlapped" in _caveats(rows + _timed(between, 20.5))

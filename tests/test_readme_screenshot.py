@@ -7,16 +7,13 @@ import numpy as np
 from PIL import Image
 
 from tests.pipeline import REPO
-from whichshot.report.screenshot import README_HEIGHT, README_WIDTH, screenshot
+from whichshot.report.screenshot import README_HEIGHT, README_WIDTH, drawn_from, page_sha256, screenshot
 
 README = REPO / "README.md"
 PICTURE = REPO / "docs" / "report.png"
 DEFAULT_REPORT = REPO / "results" / "reference" / "cpu_first_run" / "report" / "index.html"
 RUN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && snakemake --cores 1"
 TEST = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest"  # .ci/run's
-# Share of pixels that may differ between the committed picture and one redrawn from the same report
-# with the same settings (measured: 0.0 on the machine that drew it; another report differs in ~0.17).
-MAX_DIFFERING_PIXELS = 0.01
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -51,18 +48,22 @@ def test_every_page_the_readme_and_the_docs_link_to_exists():
     assert linked_docs == set((REPO / "docs").glob("*.md"))  # every page is linked
 
 
-def test_the_picture_is_the_default_report_drawn_with_the_tool_settings(tmp_path):
+def test_the_picture_is_drawn_from_the_current_default_report():
+    """Current by provenance, not by pixels: pixels hang on the fonts installed (a machine with CJK
+    fonts draws the claims' quotes in other glyphs), the page the picture was drawn from does not."""
+    assert drawn_from(PICTURE) == page_sha256(DEFAULT_REPORT), (
+        "docs/report.png was not drawn from the default report as it is now: redraw it with "
+        "python tools/report_screenshot.py results/reference/cpu_first_run/report/index.html docs/report.png"
+    )
+
+
+def test_the_tool_draws_a_picture_of_the_page_whatever_the_fonts(tmp_path):
     redrawn = tmp_path / "report.png"
     screenshot(DEFAULT_REPORT, redrawn, README_WIDTH, README_HEIGHT)
+    assert drawn_from(redrawn) == page_sha256(DEFAULT_REPORT)
     with Image.open(redrawn) as image:
-        assert image.format == "PNG"
-    new, committed = _pixels(redrawn), _pixels(PICTURE)
-    assert new.shape == committed.shape == (README_HEIGHT, README_WIDTH, 3)
+        assert image.format == "PNG" and image.size == (README_WIDTH, README_HEIGHT)
+    new = _pixels(redrawn)
     colours = np.unique(new.reshape(-1, 3), axis=0)
     assert len(colours) > 100  # text, rules, the provenance badges: not a blank page
     assert np.mean(new.min(axis=2) < 200) > 0.02  # dark enough pixels to be text
-    differing = np.mean((new != committed).any(axis=2))
-    assert differing < MAX_DIFFERING_PIXELS, (
-        f"{differing:.3f} of docs/report.png's pixels differ from the default report: redraw it with "
-        "python tools/report_screenshot.py results/reference/cpu_first_run/report/index.html docs/report.png"
-    )

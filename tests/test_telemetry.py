@@ -162,7 +162,8 @@ def _fail_nvml_init() -> None:
 def test_auto_without_nvidia_driver_gives_linux_only_and_gpu_caveats(monkeypatch) -> None:
     monkeypatch.setattr(pynvml, "nvmlInit", _fail_nvml_init)
     backends, caveats, gpus = open_backends(["auto"])
-    assert [b.name for b in backends] == ["linux"] and gpus.uuids == ()
+    # linux where this machine has a CPU sensor (a VM with only a nominal clock has none)
+    assert [b.name for b in backends] in (["linux"], []) and gpus.uuids == ()
     gpu_caveats = [c for c in caveats if c["backend"] == "nvml"]
     assert [c["sensor"] for c in gpu_caveats] == list(NVML_COLUMNS)
     for item in gpu_caveats:
@@ -182,19 +183,14 @@ def test_none_and_unknown_backend_names() -> None:
 # --- Linux ----------------------------------------------------------------------------------
 
 
-def test_linux_vm_fixture_falls_back_to_proc_cpuinfo() -> None:
+def test_linux_vm_fixture_has_only_a_nominal_clock_so_no_cpu_sensor() -> None:
     backend, caveats = open_linux(FIXTURES / "linux_vm")
-    assert backend is not None
-    reading = backend.read()
-    backend.close()
-    assert reading.errors == {}
-    assert reading.values["cpu_freq_mhz"] == pytest.approx(2445.406)
-    assert reading.values["cpu_freq_source"] == SOURCE_PROC_CPUINFO
-    assert reading.values["cpu_energy_j"] is None
-    assert reading.values["cpu_temp_c"] is None
+    assert backend is None  # /proc/cpuinfo's constant 'cpu MHz' is the nominal clock, not a sensor
     by_sensor = {c["sensor"]: c for c in caveats}
-    assert by_sensor["cpu_freq_mhz"]["id"] == "sensor_fallback"
-    assert "nominal" in by_sensor["cpu_freq_mhz"]["reason"]
+    assert by_sensor["cpu_freq_mhz"]["id"] == "sensor_not_readable"
+    assert (
+        "nominal" in by_sensor["cpu_freq_mhz"]["reason"] and "2445 MHz" in by_sensor["cpu_freq_mhz"]["reason"]
+    )
     assert by_sensor["cpu_energy_j"]["id"] == "sensor_not_readable"
     assert by_sensor["cpu_temp_c"]["id"] == "sensor_not_readable"
 
@@ -218,7 +214,9 @@ def _sysfs_tree(root: Path) -> dict[str, Path]:
         domain = powercap / f"intel-rapl:{package}"
         files[f"energy{package}"] = _write(domain / "energy_uj", f"{energy_uj}\n")
         _write(domain / "max_energy_range_uj", f"{RAPL_MAX_RANGE_UJ}\n")
+        _write(domain / "name", f"package-{package}\n")
     _write(powercap / "intel-rapl:0:0/energy_uj", "999\n")  # core subdomain, inside package 0
+    _write(powercap / "intel-rapl:0:0/name", "core\n")
     thermal = root / "sys/class/thermal"
     _write(thermal / "thermal_zone0/temp", "45000\n")
     files["temp1"] = _write(thermal / "thermal_zone1/temp", "61000\n")
@@ -244,6 +242,65 @@ def test_sysfs_tree_reads_and_unwraps_rapl(tmp_path: Path) -> None:
     backend.close()
     assert second.values["cpu_energy_j"] - first.values["cpu_energy_j"] == pytest.approx(3.5)
     assert second.values["cpu_temp_c"] == pytest.approx(58.0)
+
+
+def _rapl_tree(root: Path, zones: dict[str, tuple[str, int]]) -> dict[str, Path]:
+    """One core with cpufreq, a thermal zone and powercap zones {directory: (name, energy_uj)};
+    their energy_uj files."""
+    _write(root / "sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", "1800000\n")
+    _write(root / "sys/class/thermal/thermal_zone0/temp", "45000\n")
+    files = {}
+    for zone, (name, energy_uj) in zones.items():
+        domain = root / "sys/class/powercap" / zone
+        files[zone] = _write(domain / "energy_uj", f"{energy_uj}\n")
+        _write(domain / "max_energy_range_uj", f"{RAPL_MAX_RANGE_UJ}\n")
+        _write(domain / "name", f"{name}\n")
+    return files
+
+
+def _cpu_energy_j(root: Path) -> tuple[float | None, dict[str, str]]:
+    """cpu_energy_j of one read, and the caveats' reasons by sensor."""
+    backend, caveats = open_linux(root)
+    reading = backend.read()
+    backend.close()
+    return reading.values["cpu_energy_j"], {c["sensor"]: c["reason"] for c in caveats}
+
+
+def test_rapl_counts_the_packages_never_the_psys_domain_that_includes_them(tmp_path: Path) -> None:
+    zones = {"intel-rapl:0": ("package-0", 1_000_000), "intel-rapl:1": ("psys", 3_000_000)}
+    files = _rapl_tree(tmp_path, zones)
+    backend, caveats = open_linux(tmp_path)
+    first = backend.read().values["cpu_energy_j"]
+    files["intel-rapl:0"].write_text("1500000\n")
+    files["intel-rapl:1"].write_text("4000000\n")
+    second = backend.read().values["cpu_energy_j"]
+    backend.close()
+    assert caveats == []
+    assert first == pytest.approx(1.0) and second - first == pytest.approx(0.5)
+
+
+def test_rapl_adds_the_dies_of_a_multi_die_package(tmp_path: Path) -> None:
+    _rapl_tree(
+        tmp_path,
+        {"intel-rapl:0": ("package-0-die-0", 1_000_000), "intel-rapl:1": ("package-0-die-1", 2_000_000)},
+    )
+    assert _cpu_energy_j(tmp_path) == (pytest.approx(3.0), {})
+
+
+def test_a_psys_only_machine_has_no_cpu_energy_and_says_why(tmp_path: Path) -> None:
+    _rapl_tree(tmp_path, {"intel-rapl:0": ("psys", 1_000_000)})
+    energy_j, reasons = _cpu_energy_j(tmp_path)
+    assert energy_j is None and "intel-rapl:0=psys" in reasons["cpu_energy_j"]
+    assert "platform" in reasons["cpu_energy_j"]
+
+
+def test_a_rapl_domain_whose_name_cannot_be_read_is_not_counted_as_a_package(tmp_path: Path) -> None:
+    _rapl_tree(tmp_path, {"intel-rapl:0": ("package-0", 1_000_000)})
+    unnamed = tmp_path / "sys/class/powercap/intel-rapl:1"
+    _write(unnamed / "energy_uj", "2000000\n")
+    _write(unnamed / "max_energy_range_uj", f"{RAPL_MAX_RANGE_UJ}\n")  # but no name file
+    energy_j, reasons = _cpu_energy_j(tmp_path)
+    assert energy_j is None and "intel-rapl:1/name not readable" in reasons["cpu_energy_j"]
 
 
 def test_unwrap_delta_uj() -> None:
@@ -637,3 +694,37 @@ def test_counter_reset_gives_no_energy() -> None:
     samples = _gpu_samples()
     samples[7]["gpu_energy_j"] = 5.0  # driver reloaded: the counter restarted
     assert summarize_shot(samples, 0.3, 1.6, output_tokens=1)["gpu_energy_j"] is None
+
+
+def _cpuinfo(root: Path, mhz: tuple[float, ...], hypervisor: bool) -> None:
+    flags = "fpu tsc msr" + (" hypervisor" if hypervisor else "")
+    cores = [f"processor\t: {n}\ncpu MHz\t\t: {v}\nflags\t\t: {flags}\n" for n, v in enumerate(mhz)]
+    _write(root / "proc/cpuinfo", "\n".join(cores))
+
+
+def test_a_nominal_cpuinfo_clock_is_not_measured_and_the_caveat_names_its_source(tmp_path: Path) -> None:
+    """No cpufreq scaling_cur_freq: /proc/cpuinfo's 'cpu MHz' is the nominal clock (issue 32), so the
+    clock gives no value, and the caveat says the nominal source and what it said."""
+    _cpuinfo(tmp_path, (2596.136, 2596.136), hypervisor=True)
+    _write(tmp_path / "sys/class/thermal/thermal_zone0/temp", "45000\n")  # another sensor keeps the backend
+    backend, caveats = open_linux(tmp_path)
+    reading = backend.read()
+    backend.close()
+    assert reading.values["cpu_freq_mhz"] is None and reading.values["cpu_freq_source"] is None
+    assert reading.values["cpu_temp_c"] == pytest.approx(45.0)
+    (clock,) = [c for c in caveats if c["sensor"] == "cpu_freq_mhz"]
+    assert clock["id"] == "sensor_not_readable"
+    reason = clock["reason"]
+    assert "no cpu*/cpufreq/scaling_cur_freq" in reason and "2596 MHz; a hypervisor guest" in reason
+    assert f"{SOURCE_PROC_CPUINFO} is nominal" in reason and reason.endswith("not measured")
+
+
+def test_with_cpufreq_the_clock_is_measured_and_cpuinfo_is_not_read(tmp_path: Path) -> None:
+    _cpuinfo(tmp_path, (9999.0,), hypervisor=False)
+    _write(tmp_path / "sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", "1800000\n")
+    backend, caveats = open_linux(tmp_path)
+    reading = backend.read()
+    backend.close()
+    assert reading.values["cpu_freq_mhz"] == pytest.approx(1800.0)
+    assert reading.values["cpu_freq_source"] == SOURCE_SCALING_CUR_FREQ
+    assert not [c for c in caveats if c["sensor"] == "cpu_freq_mhz"]

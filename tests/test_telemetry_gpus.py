@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
+from whichshot.cluster import cluster_identity
 from whichshot.engines import load_engine
 from whichshot.engines.base import ServerSettings
 from whichshot.measure.process import EngineProcess
@@ -212,3 +213,18 @@ def test_a_gpu_the_cgroup_withholds_is_not_numbered(fake_nvml, monkeypatch):
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", withheld)
     values, _caveats, gpus = read_once(EVERY_VISIBLE_GPU, {"CUDA_VISIBLE_DEVICES": "0"}, monkeypatch)
     assert gpus.uuids == ("GPU-aaaa1111",) and values["gpu_power_w"] == 100.0
+
+
+@pytest.mark.parametrize("visible", [None, "1", "3,0", "GPU-dddd", "", "MIG-1234"])
+def test_the_shots_gpu_identity_names_the_gpus_telemetry_samples(fake_nvml, monkeypatch, visible):
+    """One rule for which GPUs a job outside Slurm uses: the shot's identity (whichshot.cluster)
+    describes the very GPUs telemetry samples for an engine on every visible GPU."""
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetEnforcedPowerLimit", lambda h: FAKE_GPUS[h.index][2])
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetMaxClockInfo", lambda h, _clock: 1980)
+    monkeypatch.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: "580.95.05")
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    _values, _caveats, gpus = read_once(EVERY_VISIBLE_GPU, env, monkeypatch)
+    identity = cluster_identity(env)
+    assert (identity["gpu_uuid"] or "") == ",".join(gpus.uuids)
+    power_w = [FAKE_GPUS[i][2] / 1000 for i, gpu in FAKE_GPUS.items() if gpu[0] in gpus.uuids]
+    assert identity["gpu_power_limit_w"] == (sum(power_w) if power_w else None)

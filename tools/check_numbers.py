@@ -43,6 +43,7 @@ TIMES = re.compile(r"(\d)[x×](?![\w])")  # 2.93x, 3×: a ratio, written onto it
 RANGE = re.compile(r"(\d)[-–](\d)")  # 20-25: two numbers
 CONSTANTS = REPO / "whichshot" / "figures" / "constants.py"
 DEFAULTS = REPO / "whichshot" / "schemas" / "config.schema.yaml"
+CLAIMS = REPO / "claims"
 TEXT_SUFFIXES = {".yaml", ".yml", ".json", ".csv", ".md", ".txt", ".toml"}
 
 
@@ -99,10 +100,20 @@ def printed_by(paths: Iterable[Path]) -> set[float]:
             shots = pd.read_parquet(path)
             for column in [c for c in shots if c in _value_columns()]:
                 values.update(float(v) for v in pd.to_numeric(shots[column], errors="coerce").dropna())
+        elif path.name == "claims.parquet":  # the claims, their verdicts' words and the status counts
+            verdicts = pd.read_parquet(path)
+            values.update(float(v) for v in verdicts["claimed"].dropna())
+            values.update(float(n) for n in verdicts["status"].value_counts())
+            values.add(float(len(verdicts)))
+            for text in [*verdicts["verdict"].dropna(), *verdicts["quote"].dropna()]:
+                values.update(_numbers(text))
         elif path.suffix in TEXT_SUFFIXES and path.name != "NOTES.md":
-            text = path.read_text(encoding="utf-8", errors="replace")
-            values.update(float(m.replace(",", "")) for m in re.findall(r"\d[\d,]*(?:\.\d+)?", text))
+            values.update(_numbers(path.read_text(encoding="utf-8", errors="replace")))
     return {v for v in values if math.isfinite(v)}
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(m.replace(",", "")) for m in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
 
 
 def schema_defaults(node) -> list[float]:
@@ -144,8 +155,8 @@ RUN_NAMED = re.compile(r"results/reference/([\w/]+?)/?(?=[`\s).,:;]|$)")
 
 
 def sources_for(markdown: Path, paragraph: str) -> list[Path]:
-    if markdown.name == "NOTES.md":
-        return run_outputs(markdown.parent)
+    if markdown.name == "NOTES.md":  # the run's outputs, and the claims files the seeds' numbers are in
+        return [*run_outputs(markdown.parent), *sorted(CLAIMS.glob("*.yaml"))]
     named = [REFERENCE / n for n in RUN_NAMED.findall(paragraph) if (REFERENCE / n).is_dir()]
     if named:
         return [p for run in named for p in run_outputs(run)]

@@ -1,9 +1,15 @@
 """Files that appear complete only when they are: write aside, then rename."""
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from whichshot.errors import WhichshotError
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -52,8 +58,12 @@ class JsonlJournal:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record durably."""
+        self.append_all([record])
+
+    def append_all(self, records: list[dict[str, Any]]) -> None:
+        """Append records durably, with one write and one fsync."""
         with open(self.partial_path, "a", encoding="utf-8") as handle:
-            handle.write(_line(record))
+            handle.write("".join(_line(r) for r in records))
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -62,6 +72,33 @@ class JsonlJournal:
         if not self.partial_path.exists():
             self.partial_path.touch()
         os.replace(self.partial_path, self.final_path)
+
+    def set_aside(self, why: str) -> Path | None:
+        """Rename the journal out of the way (kept, never deleted): its records are not to be resumed."""
+        if not self.partial_path.exists():
+            return None
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        kept = self.partial_path.with_name(f"{self.partial_path.name}.{why}-{stamp}")
+        os.replace(self.partial_path, kept)
+        return kept
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the journal for one job: a second job of the same series stops with one line
+        instead of appending to (or promoting) the same journal."""
+        lock_path = self.partial_path.with_name(self.partial_path.name + ".lock")
+        with open(lock_path, "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise WhichshotError(
+                    f"another job is measuring this series ({lock_path} is held): wait for it to "
+                    "finish or stop it; its shots are kept"
+                ) from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _line(record: dict[str, Any]) -> str:

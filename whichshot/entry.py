@@ -11,7 +11,8 @@ from whichshot.errors import WhichshotError
 
 
 def _terminate(_signum: int, _frame: object) -> None:
-    # Turn SIGTERM into the same unwinding as Ctrl-C, so `finally` blocks stop engines.
+    # Turn SIGTERM and SIGHUP (a closed terminal) into the same unwinding as Ctrl-C, so `finally`
+    # blocks stop engines (a SIGKILL unwinds nothing: process.ProcessGroup's watchdog covers it).
     raise KeyboardInterrupt
 
 
@@ -29,6 +30,8 @@ def run_script(smk: Any, main: Callable[[Any], None]) -> None:
         sys.stderr = sys.stdout = open(log_path, "a", buffering=1)  # noqa: SIM115
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup asked to outlive the terminal
+        signal.signal(signal.SIGHUP, _terminate)
     # A process started in the background of a non-interactive shell inherits SIGINT ignored,
     # and Python then never raises KeyboardInterrupt: Ctrl-C must always unwind a measurement.
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,9 +1,14 @@
 """A claim against a run's figures: every reading of ours that could be the claimed number (the cold
 shot, the warm statistic, each warm shot index, with and without drafting where the claim does not
-say), which of them fall within its tolerance, and a verdict in words.
+say), which of them fall within its tolerance, and a verdict in words: how many readings were compared
+and how many matched, led by the protocol statistic (the cell's cold or warm figure, not the best of
+all its shot indices); a match by fewer than half of the readings is a "minority match".
 
 A reading is a figures.parquet row: the verdict cites the figure ids it rests on, so "which shot is
-this number?" is answered for the claim as for any figure.
+this number?" is answered for the claim as for any figure. A reading resting on a gated-out figure
+(caveats.gates: task gate failed, or lossy) is listed but never compared, and the verdict says why; a
+claim whose figure has no value because what it rests on is not measured here (a nominal clock) is
+not comparable here, in the figure's words.
 """
 
 import json
@@ -15,9 +20,13 @@ from typing import Any
 import pandas as pd
 
 from whichshot.claims.load import Claim, comparable_units
+from whichshot.figures.caveats.gates import NOT_CHECKABLE_HERE, gate_words, gated_out
 from whichshot.figures.cells import AXES
+from whichshot.figures.statistic import EVERY_SHOT
 
 UNSTATED = "unstated"
+COMPARED = ("matches", "minority match", "not reproduced")  # the statuses whose readings were compared
+LISTED = 3  # readings named in a verdict before "and N more"
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,8 @@ class Reading:
     figure_ids: tuple[str, ...]
     cell_id: str
     unit: str
+    statistic: bool  # the cell's protocol statistic (cold or warm figure), not one shot index of it
+    gated: str = ""  # why the reading is not compared (caveats.gates), "" where it is
 
     def off_by(self, claimed: float) -> float:
         """ours / claimed - 1 (ours - claimed for a claimed 0)."""
@@ -37,17 +48,24 @@ def check_claims(
     claims: list[Claim], figures: pd.DataFrame, hardware_names: list[str]
 ) -> list[dict[str, Any]]:
     """One verdict row per claim (a figure table from before an axis existed has it as null)."""
-    per_cell = figures[figures["value"].notna()].copy()
+    figures = figures.copy()
     for axis in AXES:
-        if axis not in per_cell:
-            per_cell[axis] = None
-    return [_verdict_row(claim, per_cell, hardware_names) for claim in claims]
+        if axis not in figures:
+            figures[axis] = None
+    per_cell = figures[figures["value"].notna()]
+    notes = (
+        figures["note"].fillna("").astype(str) if "note" in figures else pd.Series("", index=figures.index)
+    )
+    unchecked = figures[figures["value"].isna() & notes.str.startswith(NOT_CHECKABLE_HERE)]
+    return [_verdict_row(claim, per_cell, hardware_names, unchecked) for claim in claims]
 
 
 def readings_of(claim: Claim, figures: pd.DataFrame) -> list[Reading]:
+    """Every reading that could be the claim's, the protocol statistics first."""
     if claim.is_ratio:
         return _ratio_readings(claim, figures)
-    return [_reading(row) for row in _matching(figures, claim.metric, claim.where).to_dict("records")]
+    found = [_reading(row) for row in _matching(figures, claim.metric, claim.where).to_dict("records")]
+    return sorted(found, key=lambda r: not r.statistic)
 
 
 def _matching(figures: pd.DataFrame, metric: str, where: dict[str, Any], per_cell_only: bool = False):
@@ -71,7 +89,11 @@ def _same(value: Any, wanted: Any) -> bool:
 
 
 def _reading(row: dict[str, Any]) -> Reading:
-    return Reading(_label(row), float(row["value"]), (row["figure_id"],), row["cell_id"], row["unit"])
+    statistic = not _present(row.get("shot_index"))
+    gated = gate_words(gated_out(row))
+    return Reading(
+        _label(row), float(row["value"]), (row["figure_id"],), row["cell_id"], row["unit"], statistic, gated
+    )
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -80,6 +102,8 @@ def _label(row: dict[str, Any]) -> str:
     index = row.get("shot_index")
     if _present(index):
         which = f"{row['protocol']} shot {int(index)}"
+    elif str(row.get("which_shot") or "").startswith(EVERY_SHOT):
+        which = f"every ok shot (shots {row['shot_indices'] or '-'})"
     elif row.get("protocol") == "cold":
         which = "cold shot 1 (each fresh process)"
     elif row.get("protocol") == "warm":
@@ -123,6 +147,8 @@ def _ratio_readings(claim: Claim, figures: pd.DataFrame) -> list[Reading]:
                 (row["figure_id"], other["figure_id"]),
                 f"{row['cell_id']} / {other['cell_id']}",
                 "ratio",
+                statistic=True,
+                gated=gate_words(gated_out(row) or gated_out(other)),
             )
         )
     return found
@@ -142,13 +168,17 @@ def _key(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
-def _verdict_row(claim: Claim, figures: pd.DataFrame, hardware_names: list[str]) -> dict[str, Any]:
+def _verdict_row(
+    claim: Claim, figures: pd.DataFrame, hardware_names: list[str], unchecked: pd.DataFrame | None = None
+) -> dict[str, Any]:
     readings = readings_of(claim, figures) if claim.checkable != "no" else []
-    status, words = _verdict(claim, readings, hardware_names)
-    within = [r for r in readings if claim.holds(r.value)]
+    status, words = _verdict(claim, readings, hardware_names, unchecked)
+    compared = [r for r in readings if not r.gated] if status in COMPARED else []
+    within = [r for r in compared if claim.holds(r.value)]
     return {
         "claim_id": claim.claim_id,
         "file": claim.file,
+        "source_title": claim.source_title,
         "citation": claim.citation,
         "quote": claim.quote,
         "metric": claim.metric,
@@ -160,16 +190,23 @@ def _verdict_row(claim: Claim, figures: pd.DataFrame, hardware_names: list[str])
         "verdict": words,
         "readings": json.dumps([r.__dict__ | {"within": r in within} for r in readings], ensure_ascii=False),
         "figure_ids": sorted({i for r in readings for i in r.figure_ids}),
-        "readings_within": len(within) if status in ("matches", "not reproduced") else 0,
+        "readings_compared": len(compared),
+        "readings_within": len(within),
+        "statistics_compared": sum(r.statistic for r in compared),
+        "statistics_within": sum(r.statistic for r in within),
     }
 
 
-def _verdict(claim: Claim, readings: list[Reading], hardware_names: list[str]) -> tuple[str, str]:
+def _verdict(
+    claim: Claim, readings: list[Reading], hardware_names: list[str], unchecked: pd.DataFrame | None = None
+) -> tuple[str, str]:
     if claim.checkable == "no":
         return "not checkable", claim.why or "the claim names nothing this project measures"
     differs = hardware_differs(claim, hardware_names) if claim.checkable == "here" else None
     if differs:
         return "not comparable here", f"not comparable here: {differs}; only relative claims are checked"
+    if not readings and (why := _not_checkable_here(claim, unchecked)):
+        return "not comparable here", f"not comparable here: {why}"
     if not readings:
         where = claim.where or {"numerator": claim.numerator, "denominator": claim.denominator}
         return (
@@ -181,31 +218,83 @@ def _verdict(claim: Claim, readings: list[Reading], hardware_names: list[str]) -
             "not comparable here",
             f"not comparable here: the claim is in {claim.unit}, our figures in {readings[0].unit}",
         )
+    usable = [r for r in readings if not r.gated]
+    gated = [r for r in readings if r.gated]
+    if not usable:
+        return (
+            "not comparable here",
+            f"not comparable here: every reading is gated out, none compared; {_gated_words(gated)}",
+        )
+    status, words = _compared(claim, usable)
+    return status, f"{words}; {_gated_words(gated)}" if gated else words
+
+
+def _gated_words(gated: list[Reading]) -> str:
+    named = _listed([f"{r.label} ({r.gated})" for r in gated])
+    return f"{len(gated)} reading(s) not compared: {named}"
+
+
+def _not_checkable_here(claim: Claim, unchecked: pd.DataFrame | None) -> str:
+    """The note of a figure the claim would read that has no value because what it rests on is not
+    measured here ('' where there is none)."""
+    if unchecked is None or unchecked.empty:
+        return ""
+    wanted = (
+        [claim.numerator, claim.denominator]
+        if claim.is_ratio
+        else [{"metric": claim.metric, "where": claim.where}]
+    )
+    for side in wanted:
+        rows = _matching(unchecked, side["metric"], side.get("where", {}))
+        if len(rows):
+            return str(rows.iloc[0]["note"])
+    return ""
+
+
+def _compared(claim: Claim, readings: list[Reading]) -> tuple[str, str]:
+    """matches, minority match (fewer than half of the readings within) or not reproduced, in words
+    that lead with the protocol statistic."""
     within = [r for r in readings if claim.holds(r.value)]
-    if within:
-        return "matches", _matches_words(claim, within, readings)
-    return "not reproduced", _not_reproduced_words(claim, readings)
+    tolerance = f"claimed {claim.value:.4g}, tolerance {claim.tolerance:.0%}"
+    head = (
+        f"{len(within)} of {len(readings)} readings within ({tolerance}); {_statistic_words(claim, readings)}"
+    )
+    if not within:
+        spread = f"; {_not_reproduced_words(claim, readings)}" if len(readings) > 1 else ""
+        return "not reproduced", f"not reproduced: {head}{spread}"
+    others = _listed([f"{r.label} = {r.value:.4g}" for r in within if not r.statistic])
+    tail = f"; other readings within: {others}" if others else ""
+    if 2 * len(within) < len(readings):
+        return "minority match", f"minority match: only {head}{tail}"
+    return "matches", f"matches: {head}{tail}"
+
+
+def _statistic_words(claim: Claim, readings: list[Reading]) -> str:
+    """The protocol statistics, each with how far it is from the claim."""
+    statistics = [r for r in readings if r.statistic]
+    if not statistics:
+        return "no protocol statistic among them (shot-index readings only)"
+    named = _listed([f"{r.label} = {r.value:.4g} ({_against(claim, r)})" for r in statistics])
+    if len(statistics) == 1:
+        return f"protocol statistic: {named}"
+    held = sum(claim.holds(r.value) for r in statistics)
+    return f"protocol statistics, {held} of {len(statistics)} within: {named}"
+
+
+def _against(claim: Claim, reading: Reading) -> str:
+    if claim.holds(reading.value):
+        return "within"
+    off = reading.off_by(claim.value)
+    return f"{off:+.3g} against 0" if claim.value == 0 else _percent(off)
+
+
+def _listed(items: list[str]) -> str:
+    more = f" and {len(items) - LISTED} more" if len(items) > LISTED else ""
+    return "; ".join(items[:LISTED]) + more
 
 
 def _percent(off: float) -> str:
     return f"{abs(off):.0%} {'higher' if off > 0 else 'lower'}"
-
-
-def _matches_words(claim: Claim, within: list[Reading], readings: list[Reading]) -> str:
-    named = "; ".join(f"{r.label} = {r.value:.4g}" for r in within[:3])
-    more = f" and {len(within) - 3} more" if len(within) > 3 else ""
-    words = f"matches {named}{more} (claimed {claim.value:.4g}, tolerance {claim.tolerance:.0%})"
-    contrast = _contrast(within, readings)
-    if contrast is not None:
-        words += f"; our {contrast.label} is {_percent(contrast.off_by(claim.value))} than the claim"
-    return words
-
-
-def _contrast(within: list[Reading], readings: list[Reading]) -> Reading | None:
-    """The other kind of shot of the first match's cell (warm where a cold one matched, else cold)."""
-    cell, which = within[0].label.split(": ", 1)
-    wanted = f"{cell}: " + ("warm statistic" if which.startswith("cold") else "cold shot 1")
-    return next((r for r in readings if r not in within and r.label.startswith(wanted)), None)
 
 
 def _span(small: float, large: float) -> str:
@@ -225,7 +314,4 @@ def _not_reproduced_words(claim: Claim, readings: list[Reading]) -> str:
     else:
         spread = f"ours is {abs(low):.0%} lower to {high:.0%} higher"
     closest = min(readings, key=lambda r: abs(r.off_by(claim.value)))
-    return (
-        f"not reproduced: {spread} under every reading ({len(readings)}); closest {closest.label} = "
-        f"{closest.value:.4g} against claimed {claim.value:.4g}"
-    )
+    return f"{spread} under every reading; closest {closest.label} = {closest.value:.4g}"

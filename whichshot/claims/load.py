@@ -1,7 +1,7 @@
 """Claims files: read, checked against claims.schema.yaml and for sense (a unit the metric can take,
 a ratio with both sides), one clear line per problem naming the file and the claim."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class Claim:
     stated: dict[str, Any] = field(default_factory=dict)
     value_as_stated: float = 0.0
     value_range: tuple[float, float] | None = None  # converted, where the claim states a range
+    source_title: str = ""  # the article's title: 'English (as it has it)', where the file gives it
 
     @property
     def is_ratio(self) -> bool:
@@ -74,12 +75,19 @@ def load_claims(path: Path) -> list[Claim]:
     )
     if errors:
         raise WhichshotError(f"claims file {path}: {_where(document, errors[0])}: {errors[0].message}")
-    claims = [_claim(item, str(path)) for item in document["claims"]]
+    title = _source_title(document)
+    claims = [replace(_claim(item, str(path)), source_title=title) for item in document["claims"]]
     ids = [c.claim_id for c in claims]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
         raise WhichshotError(f"claims file {path}: claim id {twice[0]} is given twice")
     return claims
+
+
+def _source_title(document: dict[str, Any]) -> str:
+    """'English title (title as the article has it)', either alone where only one is given."""
+    title, english = document.get("title", ""), document.get("title_en", "")
+    return f"{english} ({title})" if title and english else title or english
 
 
 def _where(document: Any, error: jsonschema.ValidationError) -> str:

@@ -49,6 +49,14 @@ class ShotRequest:
     timeout_s: float
     # Called (without blocking) as the first token arrives: telemetry reads the energy counter there.
     on_first_token: Callable[[], None] | None = field(default=None, compare=False)
+    # Called as the stream ends, before any replay, /metrics read or log wait: telemetry takes the
+    # shot's end reading there, so the shot's energy holds none of that work.
+    on_last_token: Callable[[], object] | None = field(default=None, compare=False)
+
+    def stream_ended(self) -> None:
+        """Tell the caller the stream is over (on_last_token), once per stream."""
+        if self.on_last_token is not None:
+            self.on_last_token()
 
 
 @dataclass
@@ -80,6 +88,9 @@ class RunningEngine(Protocol):
     ready_s: float
     context_tokens: int | None
     prompt_cache: str  # whether a prompt prefix can be reused between requests, and what says so
+    # The warm-up its process showed it ran before it reported ready (ONE_DECODE or NO_WARMUP), as
+    # its log or its own answer says; None where nothing it shows tells (shots' engine_warmup_run).
+    warmup_observed: str | None
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]: ...
 

@@ -152,6 +152,7 @@ class Engine:
                               for k, v in self.spec.items()}  # fmt: skip
         self.drafts = DraftCounter()
         self.counts_drafts = bool(self.spec) and self.drafts.attach(self.model)
+        self.warmed_up = False
 
     def props(self) -> dict[str, Any]:
         return {
@@ -162,12 +163,14 @@ class Engine:
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "speculative": self.spec_settings,
+            "warmed_up": self.warmed_up,  # whether warm_up() ran before the server reported ready
         }
 
     def warm_up(self) -> None:
         """One greedy decode of one token on a one-token prompt, before the server reports ready."""
         first = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else 0
         self.generate([first], 1, True, TokenTimer(self.device.startswith("cuda")))
+        self.warmed_up = True
 
     def generate(self, prompt: list[int], n_predict: int, ignore_eos: bool, timer: TokenTimer) -> dict:
         """Greedy decoding of up to n_predict tokens; returns the in-process timings."""

@@ -33,7 +33,7 @@ from whichshot.engines.build_profile import (
     profile_table,
     summarize,
 )
-from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts
+from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts, startup_log, warmup_run
 from whichshot.engines.stream import known_positions, reconcile, stream_completion
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
@@ -295,8 +295,10 @@ class LlamaServer:
         self.ready_s = ready_s
         self.prompt_cache = "off (--no-cache-prompt; cache_prompt false per request)"
         self.context_tokens = self._context_tokens()
-        self._log = LogReader(process.log_path)
-        self.startup_facts = kv_cache_facts(self._log.read_until("llama_kv_cache: size"))
+        self._log = LogReader(process.log_path, process.log_offset)
+        startup = startup_log(self._log)
+        self.startup_facts = kv_cache_facts(startup)
+        self.warmup_observed = warmup_run(startup)  # what its log shows, not what its flags asked
 
     def _context_tokens(self) -> int | None:
         props = requests.get(f"{self.base_url}/props", timeout=10).json()

@@ -1,13 +1,16 @@
-"""Facts llama-server prints to its log and nowhere else: the KV cache it allocated at start-up
-and, per request, the mean accepted draft length (tokens per verification step with a draft).
+"""Facts llama-server prints to its log and nowhere else: the KV cache it allocated at start-up,
+whether it warmed up before it reported ready and, per request, the mean accepted draft length
+(tokens per verification step with a draft).
 
-Both are engine-reported. The log is written by a background thread, so a reader waits briefly
+All are engine-reported. The log is written by a background thread, so a reader waits briefly
 for the line it expects; a line that never comes yields None, never a guess.
 """
 
 import re
 import time
 from pathlib import Path
+
+from whichshot.engines.base import NO_WARMUP, ONE_DECODE
 
 # llama_kv_cache: size =   45.00 MiB (  2048 cells,  30 layers,  1/1 seqs), K (f16): 22.50 MiB, V (f16): ...
 # A model with sliding-window layers prints one such line per cache (full and SWA).
@@ -20,14 +23,20 @@ _DRAFT = re.compile(
     r"draft acceptance =\s*[\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\), mean len =\s*([\d.]+)"
 )
 _WAIT_S = 3.0  # normally the line is there within milliseconds; a loaded machine lags
+_KV_SIZE_MARKER = "llama_kv_cache: size"
+# cmn  common_init_: warming up the model with an empty run - please wait ... (--no-warmup to disable)
+# common/common.cpp prints it, only when it warms up, at the level of the KV cache's size line (trace).
+_WARMUP = "warming up the model with an empty run"
+# srv  llama_server: model loaded -- printed once the server is ready, after any warm-up.
+_MODEL_LOADED = ": model loaded"
 
 
 class LogReader:
     """Reads an engine log incrementally from where the last read stopped."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, offset: int = 0) -> None:
         self.path = path
-        self.offset = 0
+        self.offset = offset  # bytes before it: an earlier process's lines in the same file
 
     def read_new(self) -> str:
         with open(self.path, "rb") as log:
@@ -45,6 +54,24 @@ class LogReader:
             if marker in text or time.monotonic() > deadline:
                 return text
             time.sleep(0.01)
+
+
+def startup_log(reader: LogReader) -> str:
+    """llama-server's start-up lines up to its KV cache's size and, where they hold that size (a log
+    at trace level), on to 'model loaded', printed once it is ready, past any warm-up."""
+    text = reader.read_until(_KV_SIZE_MARKER)
+    if _KV_SIZE.search(text) and _MODEL_LOADED not in text:
+        text += reader.read_until(_MODEL_LOADED)
+    return text
+
+
+def warmup_run(startup: str) -> str | None:
+    """The warm-up the start-up log shows: one decode where it printed its warm-up line, none where it
+    went past the warm-up's place at that line's level without it, None where it cannot tell (a log
+    too terse for the KV cache's size line, or cut short before 'model loaded')."""
+    if _WARMUP in startup:
+        return ONE_DECODE
+    return NO_WARMUP if _KV_SIZE.search(startup) and _MODEL_LOADED in startup else None
 
 
 def kv_cache_facts(text: str) -> dict[str, float | int | str | None]:

@@ -34,7 +34,7 @@ from whichshot.engines.base import (
 from whichshot.engines.stream import check_counts
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
-from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, http_ok
+from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.measure.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.measure.sse import MalformedStream, post_stream
 from whichshot.telemetry.gpus import GpuUse
@@ -186,15 +186,11 @@ class OpenAICompat:
         argv = [substitute(arg, values) for arg in server["argv"]] + list(settings.extra_args)
         cache_state = prompt_cache_state(argv)
         env = {key: substitute(value, values) for key, value in server["env"].items()}
-        process = EngineProcess(argv, log_path, env=_merged_env(env) if env else None)
         base_url = f"http://{LOOPBACK}:{port}"
-        try:
-            ready_s = process.wait_ready(
-                lambda: http_ok(f"{base_url}{server['ready_path']}"), settings.ready_timeout_s
-            )
-        except BaseException:
-            process.stop()
-            raise
+        process, ready_s = start_until_ready(
+            argv, log_path, f"{base_url}{server['ready_path']}", settings.ready_timeout_s,
+            env=_merged_env(env) if env else None,
+        )  # fmt: skip
         return OpenAIServer(process, base_url, ready_s, server, cache_state)
 
 
@@ -257,6 +253,7 @@ class OpenAIServer:
         self.ready_s = ready_s
         self.server = server
         self.prompt_cache = prompt_cache
+        self.warmup_observed = None  # an OpenAI-compatible server does not say whether it warmed up
         self.model_name = server["model_name"] or self._served_model()
         self.tokenizer = TOKENIZER_APIS[server["tokenizer_api"]](base_url, self.model_name)
         self.context_tokens = self.tokenizer.context_tokens()
@@ -285,6 +282,7 @@ class OpenAIServer:
                                    request.max_output_tokens + 4, request.on_first_token)  # fmt: skip
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
+        request.stream_ended()
         after = self._metrics()
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
         counted = sum(n for _t, n in outcome.token_events)

@@ -26,6 +26,7 @@ def stream_completion(url: str, payload: dict[str, Any], request: ShotRequest) -
     """POST a /completion request and parse its event stream (not yet reconciled)."""
     limit = request.max_output_tokens + 2
     streamed = post_stream(url, payload, request.timeout_s, limit, request.on_first_token)
+    request.stream_ended()
     return stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
 
 

@@ -244,6 +244,7 @@ class HfServer:
         self.prompt_cache = "off (hf_server keeps no KV cache between requests)"
         self.props = requests.get(f"{base_url}/props", timeout=10).json()
         self.context_tokens = self.props["default_generation_settings"]["n_ctx"]
+        self.warmup_observed = ONE_DECODE if self.props["warmed_up"] else NO_WARMUP  # hf_server's own word
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]:
         body = {"content": text, "add_special": False, "parse_special": parse_special}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.noise import bootstrap_high, bootstrap_low, verdict_code
 from whichshot.figures.statistic import outlier_flags
 
 
@@ -49,6 +50,11 @@ def median_of_series_medians(rows, columns, params, inputs=()) -> float | None:
 def maximum(rows, columns, params, inputs=()) -> float | None:
     values = _values(rows, columns[0])
     return max(values) if values else None
+
+
+def minimum(rows, columns, params, inputs=()) -> float | None:
+    values = _values(rows, columns[0])
+    return min(values) if values else None
 
 
 def ratio_of_sums(rows, columns, params, inputs=()) -> float | None:
@@ -191,6 +197,18 @@ def ratio(values: Sequence[float | None], params) -> float | None:
     return None if top is None or not bottom else top / bottom
 
 
+def highest_input(values, params) -> float | None:
+    """The highest of the input figures' values (the best of several modes)."""
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def count_groups_passing(values, params) -> float | None:
+    """Groups of params["group"] shares -> how many groups have every share at 1 (every shot passed
+    every check of the group)."""
+    return float(sum(all(v == 1 for v in group) for group in _groups(values, params["group"])))
+
+
 def clock_scaled(values, params) -> float | None:
     """speed × (f_warm / f_cold): the speed a changed clock alone would give."""
     speed, f_cold, f_warm = values
@@ -239,6 +257,12 @@ AGGREGATIONS = {
         Aggregation("median", "shots", median, picks_one_value=True),
         Aggregation("median_of_series_medians", "shots", median_of_series_medians, picks_one_value=True),
         Aggregation("maximum", "shots", maximum, picks_one_value=True),
+        Aggregation("minimum", "shots", minimum, picks_one_value=True),
+        Aggregation("bootstrap_low", "shots", bootstrap_low),
+        Aggregation("bootstrap_high", "shots", bootstrap_high),
+        Aggregation("noise_verdict", "figures", verdict_code),
+        Aggregation("highest_input", "figures", highest_input),
+        Aggregation("count_groups_passing", "figures", count_groups_passing),
         Aggregation("ratio_of_sums", "shots", ratio_of_sums),
         Aggregation("median_of_ratios", "shots", median_of_ratios),
         Aggregation("share_true", "shots", share_true),

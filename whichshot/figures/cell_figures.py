@@ -70,6 +70,9 @@ def measured_here(shots: pd.DataFrame, cell: Cell, column: str) -> bool:
 
 def _statistic(catalog: Catalog, cell: Cell, rows: pd.DataFrame, column: str) -> figure.Figure:
     protocol = cell["protocol"]
+    problems = ()
+    if column == "energy_j_per_token":
+        rows, problems = _per_token_of_every_stream(rows)
     selection = catalog.rule(protocol).select(rows, column)
     return figure.from_shots(
         column,
@@ -79,8 +82,23 @@ def _statistic(catalog: Catalog, cell: Cell, rows: pd.DataFrame, column: str) ->
         [column],
         formula=FORMULA[protocol].format(column=column),
         computed_by=cell_figures,
-        note="; ".join(selection.problems),
+        note="; ".join([*problems, *selection.problems]),
     )
+
+
+def _per_token_of_every_stream(rows: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The rows with energy_j_per_token only where it divides the shot's energy by every stream's
+    tokens: a shot of several streams recorded without streams_output_tokens (before version 8)
+    divided all the streams' energy by stream 1's tokens, N times too high, and gives no value."""
+    several = pd.to_numeric(rows["parallel_streams"], errors="coerce").fillna(ONE_STREAM) > ONE_STREAM
+    stream_one_only = several & rows["streams_output_tokens"].isna() & rows["energy_j_per_token"].notna()
+    if not stream_one_only.any():
+        return rows, ()
+    rows = rows.copy()
+    rows.loc[stream_one_only, "energy_j_per_token"] = None
+    return rows, (f"energy_j_per_token of {int(stream_one_only.sum())} shot(s) of several streams left out: "
+                  "recorded before streams_output_tokens, it divided every stream's energy by stream 1's "
+                  "tokens",)  # fmt: skip
 
 
 def _shots_ok(cell: Cell, rows: pd.DataFrame) -> figure.Figure:

@@ -53,6 +53,12 @@ def shots_in(shots: pd.DataFrame, cell: Cell) -> pd.DataFrame:
     return shots[mask]
 
 
+def cold_sibling(warm: Cell) -> Cell:
+    """The cold cell a warm cell is compared with: the same cell, shot 1 of fresh processes (no rest,
+    no warm-up before it)."""
+    return {**warm, "protocol": "cold", "rest_s": 0.0, "precondition_s": 0.0}
+
+
 def cell_id(cell: Cell) -> str:
     """A readable, unique id: the axis values in AXES order ('/'-joined). Axes the cell leaves out, or
     has no value for (a workload of fixed text has no prompt length), are skipped, and so are the

@@ -7,7 +7,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.aggregations import clock_drop_mask
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.cells import ENGINE_MODEL, group_cells
+from whichshot.figures.cells import ENGINE_MODEL, cold_sibling, group_cells, shots_in
 from whichshot.figures.constants import CLOCK_DROP_FRACTION, CLOCK_ONLY_TOLERANCE
 from whichshot.figures.statistic import EveryShotRule, ok_rows
 
@@ -26,20 +26,25 @@ CLOCK_CHECK_METRICS = {
 }
 # In order of preference: the GPU's SM clock, else the CPU's.
 CLOCK_COLUMNS = ("sm_clock_median_mhz", "cpu_freq_median_mhz")
+# A figure with no value whose note starts so rests on something not measured here (a nominal clock):
+# a claim that would read it is not comparable here, in the note's words (claims.check).
+NOT_CHECKABLE_HERE = "not checkable here"
 BEST_CLOCK_METRIC = "sm_clock_best_median_mhz"
 CLOCK_DROP_METRIC = "clock_drop_thermal_normal_shots"
 
 
 def clock_ratio_figures(catalog: Catalog) -> list[figure.Figure]:
     """Per warm cell whose cold sibling (same cell, cold protocol) has clocks: predicted warm speed,
-    its gap to the measured one, and warm / cold."""
+    its gap to the measured one, and warm / cold. Where the only clock is a CPU clock that was not
+    measured (nominal), the prediction and its gap have no value and say so (not checkable here)."""
     figures = []
-    for cell, _rows in group_cells(catalog.shots):
+    for cell, rows in group_cells(catalog.shots):
         if cell["protocol"] != "warm":
             continue
-        cold = {**cell, "protocol": "cold", "rest_s": 0.0, "precondition_s": 0.0}
+        cold = cold_sibling(cell)
         clock = next((c for c in CLOCK_COLUMNS if catalog.find(cell, c) and catalog.find(cold, c)), None)
         if clock is None:
+            figures += _not_checkable(catalog, cell, cold, rows)
             continue
         for speed, metrics in CLOCK_CHECK_METRICS.items():
             inputs = [
@@ -51,6 +56,44 @@ def clock_ratio_figures(catalog: Catalog) -> list[figure.Figure]:
             if all(f is not None and f.value is not None for f in inputs):
                 figures += _clock_check(cell, cold, inputs, metrics, _nominal_note(catalog.shots, clock))
     return figures
+
+
+def _cpu_clock_not_measured(shots: pd.DataFrame) -> bool:
+    """Telemetry ran on these shots and could not measure the CPU clock (only a nominal figure)."""
+    return bool(shots["telemetry_not_measured"].dropna().str.contains("cpu_freq_mhz", regex=False).any())
+
+
+def _not_checkable(catalog: Catalog, cell, cold, rows: pd.DataFrame) -> list[figure.Figure]:
+    """The clock check without a value, where no GPU clock was read and the CPU clock was not
+    measured in the warm cell or its cold sibling: the clock ratio rests on a clock nobody measured."""
+    both = pd.concat([rows, shots_in(catalog.shots, cold)])
+    if both["sm_clock_median_mhz"].notna().any() or not _cpu_clock_not_measured(both):
+        return []
+    why = (
+        f"{NOT_CHECKABLE_HERE}: the CPU clock was not measured (telemetry_not_measured: cpu_freq_mhz; "
+        "without cpufreq scaling_cur_freq, /proc/cpuinfo gives only the nominal clock) and no GPU clock "
+        "was read, so warm ≈ cold × f_warm / f_cold cannot be checked"
+    )
+    # The warm shots the check would have read: those with the speed it predicts.
+    return [
+        figure.from_shots(
+            metric,
+            cell,
+            catalog.rule("warm").select(rows, speed),
+            "median",
+            ["cpu_freq_median_mhz"],
+            unit=unit,
+            formula=f"{why}; with a measured clock: {words}",
+            computed_by=clock_ratio_figures,
+            baseline=cold,
+            note=why,
+        )
+        for speed, (predicted, residual, _ratio) in CLOCK_CHECK_METRICS.items()
+        for metric, unit, words in (
+            (predicted, "tok/s", f"cold {speed} × (warm clock / cold clock)"),
+            (residual, "fraction", f"measured warm {speed} / predicted warm - 1"),
+        )
+    ]
 
 
 def _clock_check(cell, cold, inputs, metrics, note) -> list[figure.Figure]:

@@ -42,6 +42,9 @@ MIN_TELEMETRY_SAMPLES = 2
 # A drafted speed-up "comes mostly from self-repetition" when the cell's output repeats its own
 # earlier spans more than this share, and more than it copies from the prompt.
 SELF_REPETITION_DOMINANT = 0.3
+# A drafter whose state carries across requests (n-gram) learnt from earlier ones when its warm
+# acceptance exceeds a process's first request's by more than this (points of accepted / drafted).
+DRAFTER_WARM_ACCEPTANCE_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,13 @@ CONSTANTS = (
         "fraction",
         "a drafted speed-up whose output repeats itself more than this (and more than it copies its "
         "input) fires speedup_from_self_repetition",
+    ),
+    Constant(
+        "drafter_warm_acceptance_margin",
+        DRAFTER_WARM_ACCEPTANCE_MARGIN,
+        "fraction",
+        "warm acceptance (accepted / drafted) more than this above a process's first request's fires "
+        "drafter_learnt_across_requests",
     ),
     Constant(
         "clock_only_tolerance",

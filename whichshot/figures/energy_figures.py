@@ -1,14 +1,16 @@
 """Energy per token you can trust: per cell, J per output token (decode energy, first token to end)
-and J per prefill token (request to first token) from the GPU's energy counter, each with a
-stability verdict (enough counter updates, the first token near a counter reading, steady clock,
-power and counter agreeing, no thermal slowdown). Where each shot of a back-to-back warm series is
-too short, the series as a whole gives the figure, and its label says so. No counter (a CPU run):
-no figure at all."""
+and J per prefill token (request to first token) from the GPU's energy counter, over every stream's
+tokens where several requests were in flight (they shared the counter), each with a stability
+verdict (enough counter updates, the first token near a counter reading, steady clock, power and
+counter agreeing, no thermal slowdown, the streams' first tokens close together). Where each shot of
+a back-to-back warm series is too short, the series as a whole gives the figure, and its label says
+so. No counter (a CPU run): no figure at all."""
 
 from dataclasses import dataclass
 
 import pandas as pd
 
+from whichshot.engines.base import ONE_STREAM
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cell_figures import measured_here
@@ -40,12 +42,12 @@ class EnergyPhase:
 
 
 ENERGY_PHASES = (
-    EnergyPhase("energy_j_per_output_token", "decode_gpu_energy_j", "output_tokens",
+    EnergyPhase("energy_j_per_output_token", "decode_gpu_energy_j", "streams_output_tokens",
                 "decode_energy_counter_updates", ("first_token_mono_s", "t_end_mono_s"),
-                "decode energy (first token to end) over output tokens"),
-    EnergyPhase("energy_j_per_prefill_token", "prefill_gpu_energy_j", "prompt_tokens",
+                "decode energy (first token to end) over every stream's output tokens"),
+    EnergyPhase("energy_j_per_prefill_token", "prefill_gpu_energy_j", "streams_prompt_tokens",
                 "prefill_energy_counter_updates", ("t_request_mono_s", "first_token_mono_s"),
-                "prefill energy (request to first token) over prompt tokens"),
+                "prefill energy (request to first token) over every stream's prompt tokens"),
 )  # fmt: skip
 ENERGY_PHASE = {phase.metric: phase for phase in ENERGY_PHASES}
 STABLE, UNSTABLE, NOT_MEASURED = "stable", "unstable", "not measured"
@@ -68,14 +70,17 @@ def energy_verdict(rows: pd.DataFrame, phase: EnergyPhase) -> EnergyVerdict:
     part hold at least MIN_ENERGY_COUNTER_UPDATES counter updates, the first token lies within
     ENERGY_SPLIT_LIMIT of the windows' time from a counter reading, their SM clock medians spread
     at most ENERGY_CLOCK_SPREAD, NVML's power agrees with the counter in every one
-    (gpu_power_reliable) and none saw a thermal slowdown; not measured without counter energy."""
-    streams = pd.to_numeric(rows.get("parallel_streams", pd.Series(dtype=float)), errors="coerce").max()
-    if streams > 1:
-        return EnergyVerdict(NOT_MEASURED, (f"{streams:g} streams in flight share the counter and the shot "
-                                            "counts stream 1's tokens",))  # fmt: skip
+    (gpu_power_reliable) and none saw a thermal slowdown; with several streams in flight, also where
+    the other streams' first tokens came within ENERGY_SPLIT_LIMIT of the windows' time after stream
+    1's (the split's point). Not measured without counter energy or without every stream's tokens."""
     used = rows[rows[phase.energy].notna()] if len(rows) else rows
     if used.empty:
         return EnergyVerdict(NOT_MEASURED, ("no counter energy for this part of the shots",))
+    untallied = int(used[phase.tokens].isna().sum())
+    if untallied:
+        return EnergyVerdict(NOT_MEASURED, (f"{untallied} shot(s) without {phase.tokens}: several streams "
+                                            "shared the counter and the shot kept stream 1's tokens only "
+                                            "(recorded before version 8)",))  # fmt: skip
     n = len(used)
     updates = int(used[phase.updates].fillna(0).sum())
     seconds = float((used[phase.window[1]] - used[phase.window[0]]).sum())
@@ -100,9 +105,28 @@ def energy_verdict(rows: pd.DataFrame, phase: EnergyPhase) -> EnergyVerdict:
         agree < n,
         thermal > 0,
     ]
+    if _several_streams(used):
+        late_s = float(_later_first_tokens_s(used).sum())
+        late = late_s / seconds if seconds > 0 else float("inf")
+        evidence.append(
+            f"the other streams' first tokens up to {late_s:.2f} s (summed over the shots) after stream 1's, "
+            f"where the energy is split: {late:.1%} of the windows' time (energy_split_limit "
+            f"{ENERGY_SPLIT_LIMIT:.0%})"
+        )
+        failed.append(late > ENERGY_SPLIT_LIMIT)
     if any(failed):
         return EnergyVerdict(UNSTABLE, tuple(e for e, bad in zip(evidence, failed, strict=True) if bad))
     return EnergyVerdict(STABLE, tuple(evidence))
+
+
+def _several_streams(rows: pd.DataFrame) -> bool:
+    return bool((pd.to_numeric(rows["parallel_streams"], errors="coerce") > ONE_STREAM).any())
+
+
+def _later_first_tokens_s(rows: pd.DataFrame) -> pd.Series:
+    """Per shot, how long after stream 1's first token (where the energy is split) the last stream's
+    came, as far as the longest TTFT tells: that stream's prefill there is counted as decode energy."""
+    return (rows["stream_ttft_max_s"] - rows["ttft_s"]).clip(lower=0).fillna(0)
 
 
 def _count_true(values: pd.Series) -> int:

@@ -2,9 +2,10 @@
 
 Every figure of a cell selects its shots here. Cold: shot 1 of each fresh process. Warm: in each
 series, the longest run of consecutive ok shots of one process (shot index rising by one), and of
-that run the last `fraction` (the median of those is the series' value). A series without two such
-shots gives no warm value; a run shorter than its series is used and said. The selected rows are
-exactly the shots a figure's value is computed from and the shots it cites.
+that run the last `fraction` (the median of those is the series' value), never a process's shot 1
+(its cold shot), whatever the fraction. A series without two such shots gives no warm value; a run
+shorter than its series is used and said. The selected rows are exactly the shots a figure's value
+is computed from and the shots it cites.
 """
 
 import math
@@ -19,6 +20,8 @@ ROBUST_Z_THRESHOLD = 3.5
 # Below five values the median absolute deviation is too unstable to call anything an outlier.
 MIN_VALUES_FOR_OUTLIERS = 5
 _MAD_TO_SIGMA = 0.6745
+EVERY_SHOT = "every ok shot, cold and warm"  # how EveryShotRule's label begins
+COLD_SHOT_INDEX = 1  # a process's first request: the cold shot, never a warm one
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,15 @@ class ColdRule:
 
     def select(self, cell: pd.DataFrame, column: str | None) -> Selection:
         firsts = ok_rows(cell, column)
-        firsts = firsts[firsts["shot_index"] == 1]
+        firsts = firsts[firsts["shot_index"] == COLD_SHOT_INDEX]
         label = f"cold: shot 1 of {_count(len(firsts), 'fresh process', 'fresh processes')}"
         return Selection(firsts, cell, label, "1 (of each fresh process)")
 
 
 @dataclass(frozen=True)
 class WarmRule:
-    """The last `fraction` of each series' longest run of consecutive ok shots of one process."""
+    """The last `fraction` of each series' longest run of consecutive ok shots of one process, less
+    the process's shot 1."""
 
     fraction: float = 0.7
     name: str = "warm"
@@ -64,6 +68,7 @@ class WarmRule:
 
     def select(self, cell: pd.DataFrame, column: str | None) -> Selection:
         used, described, problems = [], [], []
+        cold_left_out = False
         for job_id, series in series_of(cell):
             run = longest_run(series)
             if len(run) < 2:
@@ -71,21 +76,30 @@ class WarmRule:
                 continue
             if len(run) < len(series):
                 problems.append(f"{job_id}: used {len(run)} consecutive ok shots of {len(series)}")
-            kept = run.iloc[len(run) - self.keep(len(run)) :]
-            kept = kept if column is None else kept[kept[column].notna()]
+            tail = run.iloc[len(run) - self.keep(len(run)) :]
+            tail = tail if column is None else tail[tail[column].notna()]
+            kept = tail[tail["shot_index"] != COLD_SHOT_INDEX]
+            cold_left_out |= len(kept) < len(tail)
             if kept.empty:
+                if len(tail):
+                    problems.append(
+                        f"{job_id}: only shot 1 of its process has a value, and that is the cold shot"
+                    )
                 continue
             used.append(kept)
             described.append(f"shots {index_ranges(kept['shot_index'])} of {len(run)}")
         rows = pd.concat(used) if used else cell.iloc[0:0]
-        return Selection(rows, cell, self._label(described), _indices(rows), tuple(problems))
+        return Selection(rows, cell, self._label(described, cold_left_out), _indices(rows), tuple(problems))
 
-    def _label(self, described: list[str]) -> str:
+    def _label(self, described: list[str], cold_left_out: bool) -> str:
         if not described:
             return "warm: no series had two consecutive ok shots of one process"
         runs = "; ".join(dict.fromkeys(described))
         series = _count(len(described), "series", "series")
-        return f"warm: {runs} consecutive ok shots of one process (the last {self.fraction:.0%}), {series}"
+        share = f"the last {self.fraction:.0%}" + (
+            ", less the process's cold shot 1" if cold_left_out else ""
+        )
+        return f"warm: {runs} consecutive ok shots of one process ({share}), {series}"
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ class EveryShotRule:
 
     def select(self, cell: pd.DataFrame, column: str | None) -> Selection:
         rows = ok_rows(cell, column)
-        label = f"every ok shot, cold and warm ({_count(len(rows), 'shot', 'shots')})"
+        label = f"{EVERY_SHOT} ({_count(len(rows), 'shot', 'shots')})"
         return Selection(rows, cell, label, index_ranges(rows["shot_index"]) if len(rows) else "")
 
 

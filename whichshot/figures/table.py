@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.answer_figures import answer_figures
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats import attach, rules
 from whichshot.figures.ceiling_figures import ceiling_figures
@@ -40,6 +41,7 @@ FAMILIES = (
     ceiling_figures,
     load_figures,
     workload_figures,
+    answer_figures,  # after the cells' decode figures, the speed-ups and their gates
     trace_figures,
     engine_figures,
     node_figures,

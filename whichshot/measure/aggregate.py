@@ -42,7 +42,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     gpu_energy_power_w, gpu_power_reliable against the counter; 2 -> 3: repetition, loops and the
     gates the output alone decides; 3 -> 4: output_length from the workload, no trace; 4 -> 5: one
     stream, llama.cpp's 512-token prefill chunk), else null (not measured; 5 -> 6 added the GPUs'
-    identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison)."""
+    identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison; 7 -> 8
+    every stream's tokens: N prompts, and N outputs where the N streams returned the same ids)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -61,6 +62,16 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     before_load_axes = version < 5
     shots.loc[before_load_axes, "parallel_streams"] = ONE_STREAM
     shots.loc[before_load_axes, "prefill_chunk_tokens"] = DEFAULT_PREFILL_CHUNK
+    before_totals = version < 8
+    streams = shots["streams_in_flight"].where(shots["parallel_streams"] != ONE_STREAM, ONE_STREAM)
+    # Every stream sent the same prompt; their outputs count alike only where they were the same ids.
+    alike = before_totals & ((streams == ONE_STREAM) | (shots["streams_same_output"] == True))  # noqa: E712
+    shots.loc[before_totals, "streams_prompt_tokens"] = shots["prompt_tokens"] * streams
+    shots.loc[alike, "streams_output_tokens"] = shots["output_tokens"] * streams
+    # Their J/token divided every stream's energy by stream 1's tokens: divide again by all of them.
+    several = before_totals & (streams != ONE_STREAM)
+    per_token = pd.to_numeric(shots["gpu_energy_j"]) / pd.to_numeric(shots["streams_output_tokens"])
+    shots.loc[several, "energy_j_per_token"] = per_token.astype(float)
     return shots
 
 

@@ -8,7 +8,6 @@ bench_argv passes them). Each bracket's llama-bench rows keep every repetition's
 figures can tell noise (the spread) from a systematic difference."""
 
 import json
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 
 from whichshot.engines.base import ONE_STREAM
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, Job
+from whichshot.measure.process import run_tied
 from whichshot.measure.protocol import JobContext, prompt_of
 
 T = TypeVar("T")
@@ -98,7 +98,7 @@ def run_bracket(plan: BenchPlan, bracket: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     error = None
     for argv in same_work_argvs(plan).values():
-        result = subprocess.run(argv, capture_output=True, text=True)
+        result = run_tied(argv)  # dies with the harness, as the engine does
         if result.returncode != 0:
             tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
             error = f"llama-bench failed (exit {result.returncode}): {tail}"

@@ -7,9 +7,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 import requests
@@ -25,9 +27,96 @@ def tied_to_us(argv: list[str]) -> list[str]:
     """argv run through util-linux's setpriv with a parent-death signal: if the harness is
     SIGKILLed, the kernel kills the engine too, so no server outlives its job. (Not a preexec_fn:
     that runs Python between fork and exec, unsafe while the telemetry thread runs.) Without
-    setpriv the engine runs as it is, stopped by the harness itself."""
+    setpriv the engine runs as it is, left to ProcessGroup's watchdog."""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
+
+
+# The parent-death signal reaches the group's leader alone, not the processes it starts: this
+# watchdog SIGKILLs the whole group once the pipe that only the harness holds open reads EOF,
+# which happens however the harness ends. It wakes each second to leave once the group is gone.
+_GROUP_WATCHDOG = """
+import os, select, signal, sys
+pgid = int(sys.argv[1])
+
+def group_exists():
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+while group_exists():
+    if select.select([0], [], [], 1.0)[0] and not os.read(0, 64):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+        break
+"""
+
+
+class ProcessGroup:
+    """A child in its own session whose whole process group, every process it starts included, dies
+    with the harness however the harness ends (SIGKILL too): setpriv's parent-death signal for the
+    leader, a watchdog process for the rest."""
+
+    def __init__(self, argv: list[str], **popen_kwargs: object) -> None:
+        self.popen = subprocess.Popen(tied_to_us(argv), start_new_session=True, **popen_kwargs)
+        self._stopped = False
+        read_fd, self._watchdog_pipe = os.pipe()  # both ends close on exec: no other child holds them
+        try:
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _GROUP_WATCHDOG, str(self.popen.pid)],
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C is not for it
+            )
+        except BaseException:
+            os.close(self._watchdog_pipe)
+            self._kill_group()
+            self.popen.wait()
+            raise
+        finally:
+            os.close(read_fd)
+
+    def stop(self, grace_s: float) -> int | None:
+        """SIGTERM the group, SIGKILL after grace_s, then SIGKILL what the leader left behind;
+        return the leader's exit code."""
+        if self._stopped:
+            return self.popen.returncode
+        if self.popen.poll() is None:
+            _signal_group(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self._kill_group()
+                self.popen.wait()
+        # The group's id stays reserved while any member lives, so this reaches only the leader's own.
+        self._kill_group()
+        self._stopped = True
+        os.close(self._watchdog_pipe)
+        self._watchdog.wait()
+        return self.popen.returncode
+
+    def _kill_group(self) -> None:
+        _signal_group(self.popen.pid, signal.SIGKILL)
+
+
+def run_tied(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """argv run to its end with its output captured as text, its process group tied to the harness
+    like an engine's: stopped, with all it started, if the harness is interrupted or dies."""
+    group = ProcessGroup(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        stdout, stderr = group.popen.communicate()
+    finally:
+        group.stop(_STOP_GRACE_S)
+    return subprocess.CompletedProcess(argv, group.popen.returncode, stdout, stderr)
 
 
 def free_port() -> int:
@@ -67,22 +156,19 @@ def in_pci_order(env: dict[str, str] | None) -> dict[str, str]:
 
 
 class EngineProcess:
-    """One start of an engine: a child in its own session, logging to a file."""
+    """One start of an engine: a process group tied to the harness (ProcessGroup), logging to a file."""
 
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.argv = argv
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 -- held for the process lifetime
+        self.log_offset = self._log.tell()  # where this process's lines start (a rerun appends)
         self.t_spawn_s = time.monotonic()
-        self.popen = subprocess.Popen(
-            tied_to_us(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=in_pci_order(env),
-            start_new_session=True,
+        self._group = ProcessGroup(
+            argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=in_pci_order(env)
         )
+        self.popen = self._group.popen
 
     @property
     def pid(self) -> int:
@@ -136,9 +222,7 @@ class EngineProcess:
                     f"(log {self.log_path}): {self._last_line()}"
                 )
             if is_ready():
-                ready_s = time.monotonic() - self.t_spawn_s
-                self.check_loopback_only()
-                return ready_s
+                return time.monotonic() - self.t_spawn_s
             time.sleep(0.1)
         self.stop()
         raise EngineNotReady(
@@ -155,14 +239,23 @@ class EngineProcess:
                         found.append(f"{conn.laddr.ip}:{conn.laddr.port}")
         return found
 
-    def check_loopback_only(self) -> None:
-        """Refuse (and stop) an engine listening anywhere but on loopback: whatever its kind or
-        its arguments say, the sockets it holds decide."""
-        exposed = [a for a in self.listening() if not ipaddress.ip_address(a.rpartition(":")[0]).is_loopback]
+    def check_serving(self, port: int) -> None:
+        """Refuse (and stop) an engine that listens anywhere but on loopback, or whose process tree
+        holds no socket listening on `port` (what answered there is another program): whatever its
+        kind or its arguments say, the sockets it holds decide."""
+        listening = self.listening()
+        exposed = [a for a in listening if not ipaddress.ip_address(a.rpartition(":")[0]).is_loopback]
         if exposed:
             self.stop()
             raise WhichshotError(
                 f"engine listens beyond loopback on {', '.join(exposed)}: refused (it must bind {LOOPBACK})"
+            )
+        if not any(int(a.rpartition(":")[2]) == port for a in listening):
+            self.stop()
+            raise WhichshotError(
+                f"port {port} answers, but no process the engine started listens on it (it listens on "
+                f"{', '.join(listening) or 'nothing'}): refused, another program would be measured "
+                f"(log {self.log_path})"
             )
 
     def _last_line(self) -> str:
@@ -172,16 +265,10 @@ class EngineProcess:
         return (errors[:1] or tail[-1:] or ["<empty log>"])[0].strip()
 
     def stop(self) -> int | None:
-        """SIGTERM the process group, SIGKILL after a grace period; return the exit code."""
-        if self.alive():
-            _signal_group(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
+        """Stop the whole process group (ProcessGroup.stop); return the engine's exit code."""
+        code = self._group.stop(_STOP_GRACE_S)
         self._log.close()
-        return self.popen.returncode
+        return code
 
     def __enter__(self) -> "EngineProcess":
         return self
@@ -206,10 +293,13 @@ def http_ok(url: str, timeout_s: float = 1.0) -> bool:
 def start_until_ready(
     argv: list[str], log_path: Path, health_url: str, timeout_s: float, env: dict[str, str] | None = None
 ) -> tuple[EngineProcess, float]:
-    """Start an engine and wait for its health URL; a process that never gets ready is stopped."""
+    """Start an engine and wait for its health URL, then check that the engine itself answered
+    there, on loopback only (check_serving); a process that fails either is stopped."""
     process = EngineProcess(argv, log_path, env=env)
     try:
-        return process, process.wait_ready(lambda: http_ok(health_url), timeout_s)
+        ready_s = process.wait_ready(lambda: http_ok(health_url), timeout_s)
+        process.check_serving(urlsplit(health_url).port)
+        return process, ready_s
     except BaseException:
         process.stop()
         raise

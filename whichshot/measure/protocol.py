@@ -13,9 +13,10 @@ import requests
 
 from whichshot.atomic import JsonlJournal
 from whichshot.engines.base import ONE_STREAM, Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.entry import tell
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
-from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD, Job
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD, Job
 from whichshot.measure.host_load import HostLoad
 from whichshot.measure.quality_fields import quality_fields
 from whichshot.measure.records import (
@@ -76,24 +77,41 @@ class _ProcessState:
     start_reason: str
     shots_served: int = 0
     precondition_shots: int = 0
+    requests_served: int = 0  # every request the process answered: streams and replays each count
+
+
+@dataclass
+class SeriesShots:
+    """A series' shot records: those an earlier, interrupted attempt left in the journal, and
+    those this attempt measured (its telemetry samples belong to these alone)."""
+
+    resumed: list[dict[str, Any]]
+    measured: list[dict[str, Any]]
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.resumed + self.measured
 
 
 def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
-    """Run every shot of the series that the journal does not already hold; then promote it."""
-    records = journal.read_existing()
-    with _writable(journal):
-        journal.rewrite(records)
+    """Every shot of the series (measure_job), the journal left unpromoted."""
+    return measure_job(ctx, journal).records
+
+
+def measure_job(ctx: JobContext, journal: JsonlJournal) -> SeriesShots:
+    """Run every shot of the series that the journal does not already hold. The journal is not
+    promoted: the caller does that last, once everything else the series writes is on disk."""
+    resumed = _resumable(ctx, journal)
     skipped = prompt_of(ctx, "A").get("skipped")
-    if skipped and not records:
-        records = [_skipped_record(ctx, skipped)]  # a request that does not fit: no process started
-        with _writable(journal):
-            journal.append(records[0])
     if skipped:
-        with _writable(journal):
-            journal.promote()
-        return records
-    finished = {r["series_position"] for r in records}
-    process_seq = 1 + max((r["process_seq"] for r in records), default=0)
+        measured = [] if resumed else [_skipped_record(ctx, skipped)]  # no process started
+        for record in measured:
+            with _writable(journal):
+                journal.append(record)
+        return SeriesShots(resumed, measured)
+    finished = {r["series_position"] for r in resumed}
+    process_seq = 1 + max((r["process_seq"] for r in resumed), default=0)
+    measured: list[dict[str, Any]] = []
     state: _ProcessState | None = None
     engine_died = False
     try:
@@ -114,15 +132,56 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
             record = _run_shot(ctx, state, position)
             with _writable(journal):
                 journal.append(record)
-            records.append(record)
+            measured.append(record)
             if record["engine_died"]:
                 _stop(state)
                 state, engine_died = None, True
     finally:
         _stop(state)
+    return SeriesShots(resumed, measured)
+
+
+# What a journal's shots must share with the series now asked for before a rerun resumes them:
+# any other build, model, output budget, drafting or thread count measures something else.
+RESUME_IDENTITY = ("build_id", "model_sha256", "output_tokens_requested", "spec_params", "threads")
+
+
+def _resumable(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
+    """The journal's shots if they are this series', else none: a journal of another identity is
+    set aside (kept, renamed) and the series starts afresh."""
+    records = journal.read_existing()
+    differs = resume_mismatch(ctx, records)
     with _writable(journal):
-        journal.promote()
+        if differs:
+            kept = journal.set_aside("stale")
+            tell(f"whichshot: {ctx.job.job_id}: not resuming the {len(records)} shot(s) of an earlier "
+                 f"attempt ({differs}); they are kept in {kept} and the series starts afresh")  # fmt: skip
+            records = []
+        journal.rewrite(records)
     return records
+
+
+def resume_mismatch(ctx: JobContext, records: list[dict[str, Any]]) -> str | None:
+    """What tells the journal's shots from this series' ('build_id a -> b'); None if nothing."""
+    expected = {
+        "build_id": ctx.build["build_id"],
+        "model_sha256": ctx.model["sha256"],
+        "output_tokens_requested": _output_budget(ctx),
+        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
+        "threads": ctx.settings.threads,
+    }
+    for record in records:
+        for key in RESUME_IDENTITY:
+            if key in record and record[key] != expected[key]:
+                return f"{key} {record[key]!r} -> {expected[key]!r}"
+        variant = record.get("prompt_variant", "A")
+        if record.get("prompt_sha256") and record["prompt_sha256"] != _prompt_sha256(ctx, variant):
+            return f"prompt_sha256 of variant {variant} differs"
+    return None
+
+
+def _prompt_sha256(ctx: JobContext, variant: str) -> str:
+    return sha256_text(",".join(map(str, prompt_of(ctx, variant)["token_ids"])))
 
 
 @contextlib.contextmanager
@@ -193,7 +252,19 @@ def prompt_of(ctx: JobContext, variant: str) -> dict[str, Any]:
     return ctx.prompts["workloads"][ctx.job.prompt_key]
 
 
-def _request(ctx: JobContext, variant: str) -> ShotRequest:
+class _EndMark:
+    """A shot's end reading: taken as its stream ends (before any replay, /metrics read or log
+    wait), or after the shot where no stream ended (a failure, an engine that does not say)."""
+
+    def __init__(self, telemetry: ShotTelemetry) -> None:
+        self.telemetry, self.taken = telemetry, False
+
+    def take(self) -> None:
+        self.telemetry.mark()
+        self.taken = True
+
+
+def _request(ctx: JobContext, variant: str, end_mark: _EndMark | None = None) -> ShotRequest:
     # continue_text decodes a fixed count (speed only); workloads stop where the model stops; a
     # trace does what its output_length says.
     return ShotRequest(
@@ -202,6 +273,7 @@ def _request(ctx: JobContext, variant: str) -> ShotRequest:
         ignore_eos=output_length(ctx) == "fixed",
         timeout_s=ctx.shot_timeout_s,
         on_first_token=ctx.telemetry.mark_soon if ctx.telemetry is not None else None,
+        on_last_token=end_mark.take if end_mark is not None else None,
     )
 
 
@@ -209,18 +281,22 @@ def _precondition(ctx: JobContext, state: _ProcessState) -> None:
     """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing."""
     deadline = time.monotonic() + ctx.job.precondition_s
     while time.monotonic() < deadline:
-        state.server.shot(_request(ctx, "A"))
-        state.shots_served += 1
+        outcome = state.server.shot(_request(ctx, "A"))
+        state.shots_served += 1 + outcome.extra_requests
+        state.requests_served += 1 + outcome.extra_requests
         state.precondition_shots += 1
 
 
 def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
     state.shots_served += 1
     variant = ctx.job.prompt_variant(position)
-    request = _request(ctx, variant)
+    end_mark = _EndMark(ctx.telemetry) if ctx.telemetry is not None else None
+    request = _request(ctx, variant, end_mark)
     record = _identity(ctx, state, position)
     record["prompt_variant"] = variant
-    record["prompt_sha256"] = sha256_text(",".join(map(str, request.prompt_token_ids)))
+    record["prompt_sha256"] = _prompt_sha256(ctx, variant)
+    record["drafter_requests_seen"] = None if ctx.job.spec_mode == NO_DRAFT else state.requests_served
+    state.requests_served += ctx.job.streams
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
     host_load = HostLoad(state.server.process.pid)
@@ -236,10 +312,12 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         record.update(empty_result_fields())
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
-        return _with_telemetry(ctx, record, None)
+        return _with_telemetry(ctx, record, None, end_mark)
     record.update(host_load.stop())
     outcome = outcomes[0]  # stream 1 of N: its output and timings fill the one-request columns
-    state.shots_served += sum(o.extra_requests for o in outcomes)  # a replay is a request served too
+    replays = sum(o.extra_requests for o in outcomes)  # a replay is a request served too
+    state.shots_served += replays
+    state.requests_served += replays
     record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))
@@ -248,7 +326,7 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     record.update(t_request_mono_s=min(o.t_request_s for o in outcomes),
                   t_end_mono_s=max(o.t_end_s for o in outcomes))  # fmt: skip
     record.update(status="ok", error=None, engine_died=False)
-    return _with_telemetry(ctx, record, record["output_tokens"])
+    return _with_telemetry(ctx, record, record["streams_output_tokens"], end_mark)  # all streams' tokens
 
 
 def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[ShotOutcome]:
@@ -258,12 +336,17 @@ def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[S
     return state.server.shot_streams(request, ctx.job.streams)
 
 
-def _with_telemetry(ctx: JobContext, record: dict, output_tokens: int | None) -> dict:
-    if ctx.telemetry is not None:
-        ctx.telemetry.mark()
-        window = (record["t_request_mono_s"], record["t_end_mono_s"])
-        first_token_s = record.get("first_token_mono_s")
-        record.update(ctx.telemetry.summarize(*window, output_tokens, record["pid"], first_token_s))
+def _with_telemetry(
+    ctx: JobContext, record: dict, output_tokens: int | None, end_mark: _EndMark | None
+) -> dict:
+    """The shot's telemetry columns (end_mark: None exactly when the job has no telemetry)."""
+    if end_mark is None:
+        return record
+    if not end_mark.taken:
+        end_mark.take()
+    window = (record["t_request_mono_s"], record["t_end_mono_s"])
+    first_token_s = record.get("first_token_mono_s")
+    record.update(end_mark.telemetry.summarize(*window, output_tokens, record["pid"], first_token_s))
     return record
 
 
@@ -273,7 +356,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     return {
         **_series_identity(ctx, position),
         "precondition_shots": state.precondition_shots,
-        "engine_warmup_run": ctx.engine.warmups[ctx.job.engine_warmup][1],
+        "engine_warmup_run": server.warmup_observed,  # what its log showed, not what the flag asked
         "process_id": state.process_id,
         "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
         "process_start_reason": state.start_reason,

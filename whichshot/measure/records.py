@@ -22,7 +22,8 @@ def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
 
 
 STREAM_COLUMNS = (
-    "streams_in_flight", "stream_decode_tok_s_mean", "stream_decode_tok_s_min", "stream_ttft_max_s",
+    "streams_in_flight", "streams_output_tokens", "streams_prompt_tokens", "stream_decode_tok_s_mean",
+    "stream_decode_tok_s_min", "stream_ttft_max_s",
     "aggregate_decode_tok_s", "aggregate_output_tok_s", "streams_same_output",
 )  # fmt: skip
 
@@ -41,6 +42,8 @@ def stream_fields(outcomes: list[ShotOutcome], prompt_tokens: int) -> dict[str, 
     ttfts = [t["ttft_s"] for t in timings if t["ttft_s"] is not None]
     return {
         "streams_in_flight": len(outcomes),
+        "streams_output_tokens": sum(t["output_tokens"] for t in timings),
+        "streams_prompt_tokens": prompt_tokens * len(outcomes),
         "stream_decode_tok_s_mean": sum(decode) / len(decode) if decode else None,
         "stream_decode_tok_s_min": min(decode) if decode else None,
         "stream_ttft_max_s": max(ttfts) if ttfts else None,

@@ -1,13 +1,16 @@
 """A series with its telemetry: one sampler for the whole job; each shot gets a summary."""
 
-import json
+import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whichshot.atomic import JsonlJournal, write_text_atomic
+from whichshot.atomic import JsonlJournal, write_json_atomic
+from whichshot.measure.bench import bench_record, bracketed, plan_for
+from whichshot.measure.machine_lock import measurement_lock
 from whichshot.measure.process import process_tree
-from whichshot.measure.protocol import JobContext, run_job
+from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot
 from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
 from whichshot.telemetry.gpus import GpuChoice, check_engine_gpus
@@ -89,25 +92,57 @@ def shot_gaps(
 
 def run_series_with_telemetry(
     ctx: JobContext, shots_path: Path, telemetry_path: Path, telemetry: dict[str, Any]
-) -> None:
-    """Run the job's shots under the sampler; then write its samples tagged with shot and process."""
+) -> SeriesShots:
+    """Run the job's shots under the sampler. This attempt's samples, tagged with its own shots and
+    processes, join the telemetry journal (an earlier attempt's stay in it); neither journal is
+    promoted here (measure_series does, last)."""
     backends, caveats, gpus = open_backends(
         telemetry["backends"], ctx.engine.gpu_use(ctx.build, ctx.settings)
     )
     recorder = TelemetryRecorder(backends, interval_s=telemetry["interval_s"])
     ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus)
+    samples_journal = JsonlJournal(telemetry_path)
+    shots = SeriesShots([], [])
     try:
         with recorder:
-            records = run_job(ctx, JsonlJournal(shots_path))
+            shots = measure_job(ctx, JsonlJournal(shots_path))
     finally:
         close_backends(backends)
-    samples = recorder.samples_between(-math.inf, math.inf)
-    lines = [json.dumps(tag_sample(ctx.job.job_id, s, records)) + "\n" for s in samples]
-    write_text_atomic(telemetry_path, "".join(lines))
+        if not shots.resumed:
+            samples_journal.set_aside("stale")  # no shot of an earlier attempt is kept: nor its samples
+        samples = recorder.samples_between(-math.inf, math.inf)
+        samples_journal.append_all([tag_sample(ctx.job.job_id, s, shots.measured) for s in samples])
+    return shots
+
+
+@dataclass(frozen=True)
+class SeriesOutputs:
+    """The files one series job writes (the rule's outputs)."""
+
+    shots: Path
+    telemetry: Path
+    bench: Path
+
+
+def measure_series(
+    ctx: JobContext, outputs: SeriesOutputs, telemetry: dict[str, Any], bench: dict[str, Any]
+) -> None:
+    """The whole job: the series under its telemetry, bracketed by llama-bench, holding the
+    series' journal and the machine's measurement lock; the journals get their final names last,
+    the shots after everything else, so a failure before that (a kill in the after-bracket, a full
+    disk for bench.json) leaves every finished shot to the rerun."""
+    plan, not_run = plan_for(ctx, bench)
+    with JsonlJournal(outputs.shots).locked(), measurement_lock():
+        shots = functools.partial(run_series_with_telemetry, ctx, outputs.shots, outputs.telemetry, telemetry)
+        _, brackets = bracketed(plan, shots)
+        write_json_atomic(outputs.bench, bench_record(ctx, plan, not_run, brackets))
+        JsonlJournal(outputs.telemetry).promote()
+        JsonlJournal(outputs.shots).promote()
 
 
 def tag_sample(job_id: str, sample: dict[str, Any], shots: list[dict[str, Any]]) -> dict:
-    """The sample with the job, and the shot and process whose window holds it (else None)."""
+    """The sample with the job, and the shot and process whose window holds it (else None); pass
+    only the shots measured with this sampler (an earlier attempt's windows are on another clock)."""
     t_s = sample["t_mono_s"]
     timed = [s for s in shots if s.get("t_request_mono_s") is not None]  # a skipped request never ran
     inside = next((s for s in timed if s["t_request_mono_s"] <= t_s <= s["t_end_mono_s"]), None)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError, SSLError
 
 from whichshot.errors import WhichshotError
 
@@ -62,9 +63,8 @@ def post_stream(
 
 
 def _sse_data_lines(resp: requests.Response) -> Iterator[str]:
-    # chunk_size=None yields each chunk as it arrives; a fixed size would hold tokens back.
     buffer = b""
-    for chunk in resp.iter_content(chunk_size=None):
+    while chunk := _read_available(resp):
         buffer += chunk
         while b"\n" in buffer:
             raw_line, buffer = buffer.split(b"\n", 1)
@@ -73,6 +73,23 @@ def _sse_data_lines(resp: requests.Response) -> Iterator[str]:
                 yield line[5:].strip()
             elif line.startswith("error:"):
                 raise EngineRefused(f"engine error event: {_short(line[6:])}")
+
+
+def _read_available(resp: requests.Response) -> bytes:
+    """The bytes that have come (waiting, without polling, for at least one), b"" at the end."""
+    # One read of the socket, whatever the framing: iter_content(chunk_size=None) reads a chunked
+    # body chunk by chunk, but a close-delimited one (HTTP/1.0, no length) whole, to its end. The
+    # urllib3 errors become the requests errors that iter_content would raise.
+    try:
+        return resp.raw.read1(decode_content=True)
+    except ProtocolError as exc:
+        raise requests.exceptions.ChunkedEncodingError(exc) from exc
+    except DecodeError as exc:
+        raise requests.exceptions.ContentDecodingError(exc) from exc
+    except ReadTimeoutError as exc:
+        raise requests.exceptions.ConnectionError(exc) from exc
+    except SSLError as exc:
+        raise requests.exceptions.SSLError(exc) from exc
 
 
 def _decode(raw_line: bytes) -> str:

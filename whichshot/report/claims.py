@@ -3,29 +3,120 @@
 import json
 from typing import Any
 
+from whichshot.claims.load import UNITS
 from whichshot.report.summary import md
 from whichshot.report.templating import ENV
 
-STATUS_ORDER = ("matches", "not reproduced", "not comparable here", "not covered", "not checkable")
+STATUS_ORDER = (
+    "matches",
+    "minority match",
+    "not reproduced",
+    "not comparable here",
+    "not covered",
+    "not checkable",
+)
+# Set against this run's figures: shown after the run's results; the rest goes to an appendix.
+CHECKED = ("matches", "minority match", "not reproduced")
 
 
 def claim_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows in status order (what matched first), each with its readings decoded."""
+    """Rows in status order (what matched first), each with its readings decoded, its status shown
+    with how many readings matched, and the lead reading's offset from the claim."""
     ordered = sorted(rows, key=lambda r: STATUS_ORDER.index(r["status"]))
-    return [{**r, "readings": json.loads(r["readings"] or "[]")} for r in ordered]
+    decoded = [{**r, "readings": json.loads(r["readings"] or "[]")} for r in ordered]
+    return [
+        {
+            **r,
+            "status_shown": status_shown(r),
+            "offset": offset_words(r),
+            "tolerance_shown": tolerance_words(r),
+        }
+        for r in decoded
+    ]
+
+
+def split_claims(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(checked here, the rest): the claim rows set against this run, and those that were not."""
+    shown = claim_rows(rows)
+    return [r for r in shown if r["status"] in CHECKED], [r for r in shown if r["status"] not in CHECKED]
+
+
+def status_shown(row: dict[str, Any]) -> str:
+    """'minority match (1 of 24 readings)'; the bare status where nothing was compared (or the table
+    is from before the counts were kept)."""
+    if not row.get("readings_compared"):
+        return row["status"]
+    return f"{row['status']} ({row['readings_within']} of {row['readings_compared']} readings)"
+
+
+def lead_reading(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The reading a verdict leads with: the first protocol statistic, else the first reading."""
+    readings = row["readings"]
+    return next((r for r in readings if r.get("statistic")), readings[0] if readings else None)
+
+
+def offset_words(row: dict[str, Any]) -> str:
+    """'ours +15%' (the lead reading against the claim, in the figure's unit); '' where none."""
+    lead = lead_reading(row)
+    claimed = row["claimed"] * UNITS[row["unit"]][1] if row.get("unit") in UNITS else None
+    if lead is None or claimed is None:
+        return ""
+    if claimed == 0:
+        return f"ours {lead['value']:+.3g} (claimed 0)"
+    return f"ours {lead['value'] / claimed - 1:+.1%}"
+
+
+def tolerance_words(row: dict[str, Any]) -> str:
+    """'±5%' where the claim has a tolerance; '' otherwise."""
+    tolerance = row.get("tolerance")
+    return f"±{tolerance:.0%}" if tolerance is not None and tolerance == tolerance else ""
+
+
+def source_titles(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Each claims source's short name (the citation's first part, 'seed 000') -> its article title,
+    where the verdicts carry one."""
+    titles = {}
+    for r in rows:
+        if r.get("source_title"):
+            titles.setdefault(source_name(r), r["source_title"])
+    return titles
+
+
+def source_name(row: dict[str, Any]) -> str:
+    """'seed 000' of 'seed 000 §3' or 'seed 000, opening': the source a citation names."""
+    return row["citation"].split(",")[0].split(" §")[0].strip()
 
 
 def status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {status: sum(r["status"] == status for r in rows) for status in STATUS_ORDER}
 
 
-def claims_markdown(rows: list[dict[str, Any]], title: str = "Claims") -> str:
-    lines = [f"## {md(title)}", "", counts_line(rows), "",
-             "| claim | source | claimed | status | verdict |", "|---|---|---|---|---|"]  # fmt: skip
-    for r in claim_rows(rows):
-        claimed = f"{r['claimed']:g} {r['unit']}"
-        lines.append(f"| {md(r['claim_id'])} | {md(r['citation'])} | {md(claimed)} | {md(r['status'])} | "
-                     f"{md(r['verdict'])} |")  # fmt: skip
+def claims_markdown(
+    rows: list[dict[str, Any]], title: str = "Claims", more: str = "", everything: bool = True
+) -> str:
+    """The checked claims as a Markdown table, then (with everything) the rest with their verdicts;
+    without it the rest are counted only and `more` says where they are listed."""
+    checked, rest = split_claims(rows)
+    titles = source_titles(rows)
+    lines = [f"## {md(title)}", "", counts_line(rows) + (f" {md(more)}" if more else ""), ""]
+    lines += [f"- {md(name)}: {md(t)}" for name, t in titles.items()] + ([""] if titles else [])
+    if checked:
+        lines += [
+            "| claim | source | claimed | status | ours vs claimed | tolerance |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in checked:
+            cells = [r["claim_id"], r["citation"], f"{r['claimed']:g} {r['unit']}", r["status_shown"],
+                     r["offset"] or "—", r["tolerance_shown"] or "—"]  # fmt: skip
+            lines.append("| " + " | ".join(md(cell) for cell in cells) + " |")
+    else:
+        lines.append("No claim could be set against this run's figures.")
+    if everything and rest:
+        lines += ["", "Not checked against this run:", "", "| claim | source | claimed | status | why |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for r in rest:
+            cells = [r["claim_id"], r["citation"], f"{r['claimed']:g} {r['unit']}", r["status"], r["verdict"]]
+            lines.append("| " + " | ".join(md(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -35,6 +126,7 @@ def counts_line(rows: list[dict[str, Any]]) -> str:
 
 
 def claims_html(rows: list[dict[str, Any]], title: str) -> str:
+    checked, rest = split_claims(rows)
     return ENV.get_template("claims_page.html.j2").render(
-        title=title, claims=claim_rows(rows), counts=counts_line(rows)
+        title=title, checked=checked, rest=rest, counts=counts_line(rows), sources=source_titles(rows)
     )

@@ -17,9 +17,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8})
 import pandas as pd  # noqa: E402
 
+from whichshot.figures.caveats.gates import gate_label, gated_out  # noqa: E402
 from whichshot.figures.trace_figures import MIX_AXES  # noqa: E402
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD  # noqa: E402
-from whichshot.report.tables import TASK_NOT_DONE, records_of  # noqa: E402
+from whichshot.report.tables import records_of  # noqa: E402
 
 # Okabe-Ito (colour-blind safe); greyscale safety comes from the markers, lines and hatches.
 _COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")
@@ -28,6 +29,9 @@ _LINES = ("-", "--", ":", "-.")
 _HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")
 _FILLS = ("#404040", "#f0f0f0", "#a0a0a0", "#ffffff", "#707070", "#d0d0d0", "#202020", "#c0c0c0")
 CLOCK_COLUMNS = (("sm_clock_median_mhz", "GPU SM clock"), ("cpu_freq_median_mhz", "CPU clock"))
+# A gated-out cell (caveats.gates) is drawn struck: cross-hatched in red, labelled why, never as ×N.
+GATED_COLOUR = "#b22222"
+GATED_HATCH = "xxxx"
 
 
 @dataclass
@@ -317,7 +321,7 @@ def workload_modes(figures: pd.DataFrame):
     fig, axes = plt.subplots(
         len(panels), 1, figsize=(11, 3.8 * len(panels)), squeeze=False, constrained_layout=True
     )
-    speedups = _workload_figures(frame, "speedup_vs_none").set_index("cell_id")["value"]
+    speedups = _workload_figures(frame, "speedup_vs_none").set_index("cell_id")
     for axis, (engine, model, node) in zip(axes[:, 0], panels, strict=True):
         mine = (speeds["engine"] == engine) & (speeds["model"] == model) & (speeds["node_requested"] == node)
         _mode_bars(axis, speeds[mine], speedups)
@@ -328,7 +332,7 @@ def workload_modes(figures: pd.DataFrame):
     return fig
 
 
-def _mode_bars(axis, speeds: pd.DataFrame, speedups: pd.Series) -> None:
+def _mode_bars(axis, speeds: pd.DataFrame, speedups: pd.DataFrame) -> None:
     modes = _modes_in_order(speeds["spec_mode"])
     groups = list(
         dict.fromkeys(zip(speeds["workload"], speeds["text_kind"], speeds["protocol"], strict=True))
@@ -339,20 +343,24 @@ def _mode_bars(axis, speeds: pd.DataFrame, speedups: pd.Series) -> None:
         for i, row in enumerate(rows.to_dict("records")):
             g = groups.index((row["workload"], row["text_kind"], row["protocol"]))
             x = g + (m - (len(modes) - 1) / 2) * width
-            axis.bar(
+            speedup = speedups.loc[row["cell_id"]] if row["cell_id"] in speedups.index else None
+            gated = gate_label(gated_out(row) or gated_out(speedup))
+            bar = axis.bar(
                 x,
                 row["value"],
                 width,
-                color=_FILLS[m % len(_FILLS)],
-                hatch=_HATCHES[m % len(_HATCHES)],
-                edgecolor="black",
+                color="white" if gated else _FILLS[m % len(_FILLS)],
+                hatch=GATED_HATCH if gated else _HATCHES[m % len(_HATCHES)],
+                edgecolor=GATED_COLOUR if gated else "black",
                 linewidth=0.6,
                 label=mode if i == 0 else None,
             )
-            if row["cell_id"] in speedups.index:
-                axis.text(
-                    x, row["value"], f"×{speedups[row['cell_id']]:.2f}", ha="center", va="bottom", fontsize=7
-                )
+            bar.patches[0].set_gid(f"gated: {gated}" if gated else None)
+            if gated:
+                axis.text(x, row["value"], f"✗ {gated}", ha="center", va="bottom", fontsize=6,
+                          color=GATED_COLOUR, rotation=90)  # fmt: skip
+            elif speedup is not None:
+                axis.text(x, row["value"], f"×{speedup['value']:.2f}", ha="center", va="bottom", fontsize=7)
     axis.set_xticks(range(len(groups)), [f"{w}\n{k} · {p}" for w, k, p in groups], fontsize=8)
     axis.legend(title="speculative mode", fontsize=8, title_fontsize=8)
 
@@ -381,21 +389,32 @@ def copy_vs_speedup(figures: pd.DataFrame):
                 label=f"{mode}, {kind} text",
             )
             for x, row in zip(xs, rows.to_dict("records"), strict=True):
-                undone = TASK_NOT_DONE in list(row["caveat_ids"])  # not the task's speed-up
+                gated = gate_label(gated_out(row))  # not the task's speed-up
                 axis.annotate(
-                    f"{row['workload']} ({row['protocol']}){' ✗ task not done' if undone else ''}",
+                    f"{row['workload']} ({row['protocol']}){f' ✗ {gated}' if gated else ''}",
                     (x, row["value"]),
                     fontsize=6,
-                    color="#b22222" if undone else "black",
+                    color=GATED_COLOUR if gated else "black",
                     xytext=(4, 2),
                     textcoords="offset points",
                 )
+            _strike_gated(axis, xs, rows)
     _speedup_against_copy_axes(
         axis,
         "copy fraction of the drafted output (% of output tokens in ≥ k-token prompt spans)",
-        "Does copying predict the speed-up? (✗: the model did not do the task)",
+        "Does copying predict the speed-up? (✗: task gate failed or lossy, not a win)",
     )
     return fig
+
+
+def _strike_gated(axis, xs, rows: pd.DataFrame) -> None:
+    """A red cross over each gated-out speed-up point (caveats.gates): it is not a win."""
+    gated = [gate_label(gated_out(row)) for row in rows.to_dict("records")]
+    struck = [i for i, label in enumerate(gated) if label]
+    if struck:
+        axis.scatter([xs[i] for i in struck], rows["value"].to_numpy()[struck], marker="x", s=90,
+                     color=GATED_COLOUR, label="✗ gated out (gate failed / lossy)",
+                     gid="gated: " + ", ".join(dict.fromkeys(gated[i] for i in struck)))  # fmt: skip
 
 
 def _speedup_against_copy_axes(axis, xlabel: str, title: str) -> None:
@@ -565,6 +584,7 @@ def trace_speedup_vs_copy(figures: pd.DataFrame):
             xs = copy_of.loc[rows["baseline_cell_id"]].to_numpy() * 100
             axis.scatter(xs, rows["value"], marker=_MARKERS[n % len(_MARKERS)], s=40, edgecolors=colour,
                          facecolors=colour if filled else "none", label=f"{mode}, {kind} text")  # fmt: skip
+            _strike_gated(axis, xs, rows)
     _speedup_against_copy_axes(
         axis,
         "copy fraction of the request's output without drafting (%)",

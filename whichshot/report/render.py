@@ -9,7 +9,8 @@ import pandas as pd
 
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.report.claims import claim_rows, counts_line
+from whichshot.report.answer import answer_block
+from whichshot.report.claims import counts_line, source_titles, split_claims
 from whichshot.report.format import (
     KIND_LETTERS,
     KIND_WORDS,
@@ -49,9 +50,13 @@ def render_report(
     privacy = {"show_text": False, "include_inputs": False, **(privacy or {})}
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
+    checked_claims, other_claims = split_claims(claims or [])
     return ENV.get_template("index.html.j2").render(
         run_id=run_id,
+        answer=answer_block(figures),
         run=run_summary(shots),
+        short_cell=short_cell,
+        inferred_apart=inferred_apart(tables),
         tables=tables,
         columns={
             "headline": HEADLINE_COLUMNS,
@@ -78,7 +83,10 @@ def render_report(
         samples=output_samples(shots) if privacy["show_text"] else [],
         sample_chars=SAMPLE_CHARS,
         show_text=privacy["show_text"],
-        claims=claim_rows(claims or []),
+        claims=claims or [],
+        checked_claims=checked_claims,
+        other_claims=other_claims,
+        claim_sources=source_titles(claims or []),
         claim_counts=counts_line(claims or []),
         privacy=privacy_words(privacy),
     )
@@ -111,6 +119,38 @@ def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
         "started": starts.iloc[0][:19] if len(starts) else None,
         "ended": starts.iloc[-1][:19] if len(starts) else None,
         "machines": machine_rows(shots),
+        "threads": sorted(int(t) for t in shots["threads"].dropna().unique()) if "threads" in shots else [],
+    }
+
+
+# Cell-id parts that say nothing in a short label: the defaults of the grid's axes.
+_QUIET_PARTS = {"continue_text", "real", "rest0s", "pre0s", "same", "none", "engine_default"}
+
+
+def short_cell(cell_id: str | None) -> str:
+    """A cell's short label ('p256 · warm'): its id without engine, model, context and default axes
+    (the full id goes on hover)."""
+    parts = (cell_id or "").split("/")[2:]
+    shown = [p for p in parts if p and p not in _QUIET_PARTS and not p.startswith("ctx")]
+    return " · ".join(shown) or (cell_id or "")
+
+
+def inferred_apart(tables: Any) -> dict[str, Any]:
+    """The inferred figures no other section shows (listed in their own section), and the sections
+    that show the rest (named there, not listed twice)."""
+    ids_in = {s.key: {r["figure_id"] for r in s.rows} for s in tables.sections}
+    elsewhere = set().union(*ids_in.values()) if ids_in else set()
+    return {
+        "rows": [f for f in tables.inferred if f["figure_id"] not in elsewhere],
+        "shown_in": [
+            {
+                "key": s.key,
+                "title": s.title.split(":")[0],
+                "n": len(ids_in[s.key] & {f["figure_id"] for f in tables.inferred}),
+            }
+            for s in tables.sections
+            if ids_in[s.key] & {f["figure_id"] for f in tables.inferred}
+        ],
     }
 
 
@@ -177,4 +217,5 @@ def write_report_from_files(
     claims = pd.read_parquet(paths["claims"]).to_dict("records") if paths.get("claims") else []
     html = render_report(figures, caveats, shots, runs, plots, run_id, privacy, claims)
     write_text(html, report_dir / "index.html")
-    write_text(render_summary(figures, caveats, run_id, claims), report_dir / "summary.md")
+    summary = render_summary(figures, caveats, run_id, claims, run_summary(shots), runs)
+    write_text(summary, report_dir / "summary.md")

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, format_value
+from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless
 from whichshot.report.tables import (
     CHECKS,
     HEADLINE_COLUMNS,
@@ -78,7 +78,7 @@ def _workload_cell(row: dict[str, Any], metric: str, numbers: dict[str, int]) ->
     """A workload row's figure; a speed-up between cells that did not do the task is set apart."""
     text = _cell(row["cells"].get(metric), numbers, "—")
     if metric == SPEEDUP and row["speedup_set_apart"]:
-        return f"✗ ~~{text}~~ (task not done)"
+        return f"✗ ~~{text}~~ ({row['speedup_gate_words']})"
     return text
 
 
@@ -154,16 +154,90 @@ def side_by_side(table: SideTable, numbers: dict[str, int]) -> list[str]:
     return _table(header, body)
 
 
+def first_sentence(text: str, most_chars: int = 240) -> str:
+    """A caveat's first sentence (cut at most_chars, marked '…'): the summary's short form."""
+    first = re.split(r"(?<=\.)\s+(?=[A-Z])", str(text), maxsplit=1)[0]
+    return first if len(first) <= most_chars else first[: most_chars - 1].rstrip() + "…"
+
+
 def run_wide(figures: pd.DataFrame, caveats: pd.DataFrame) -> set[str]:
     """Caveats attached to every figure that cites a shot: said once at the top, not in each cell."""
     citing = set(figures.loc[figures["shot_ids"].map(len) > 0, "figure_id"])
     return {c["caveat_id"] for c in caveats.to_dict("records") if citing and citing <= set(c["figure_ids"])}
 
 
+def _mib(file_bytes: Any) -> str:
+    return f"{file_bytes / 2**20:.2f} MiB" if file_bytes else "not recorded"
+
+
+def _params(count: Any) -> str:
+    return (
+        f"{count / 1e9:.2f} B"
+        if count and count >= 1e9
+        else f"{count / 1e6:.2f} M"
+        if count
+        else "not recorded"
+    )
+
+
+def _build(build: dict[str, Any]) -> str:
+    """'llama_cpp 6a7124735dfd (llama-cpp-python 0.3.36, b11312, commit 0c1e57098bba)'."""
+    identity = build.get("identity", {})
+    facts = [f"{identity.get('package', '')} {identity.get('version', '')}".strip()]
+    facts += [f"b{identity['build_number']}"] if identity.get("build_number") else []
+    facts += [f"commit {identity['vendored_commit']}"] if identity.get("vendored_commit") else []
+    return f"{build['engine']} {build.get('build_id', '')} ({', '.join(f for f in facts if f)})"
+
+
+def header_lines(run: dict[str, Any] | None, runs: dict[str, list[dict[str, Any]]] | None) -> list[str]:
+    """llama-bench's header: what ran (model, size, quant, backend, threads, build) and on which host,
+    from the model and build records and the shots' machine columns."""
+    run, runs = run or {}, runs or {}
+    builds = runs.get("builds") or [{"engine": "not recorded"}]
+    threads = "/".join(str(t) for t in run.get("threads", [])) or "not recorded"
+    header = ["model", "size", "params", "quant", "backend", "threads", "build"]
+    rows = [
+        [
+            md(
+                f"{m['name']} ({m['metadata'].get('architecture', '')} {m['metadata'].get('size_label', '')})"
+            ),
+            _mib(m["metadata"].get("file_bytes")),
+            _params(m["metadata"].get("parameters")),
+            md(m["metadata"].get("file_type") or "not recorded"),
+            md(b.get("identity", {}).get("backend", "not recorded")),
+            threads,
+            md(_build(b)),
+        ]  # fmt: skip
+        for m in runs.get("models", [])
+        for b in builds
+    ]
+    hosts = [_host_line(h) for h in run.get("machines", [])]
+    when = [f"shots from {run['started']} to {run['ended']} UTC"] if run.get("started") else []
+    return [*_table(header, rows), "", "  \n".join(hosts + when), ""]
+
+
+def _host_line(machine: dict[str, Any]) -> str:
+    """'host: h1 · Intel(R) Xeon(R) Processor · 2 cores · GPU: none recorded (4 series, 54 shots)'."""
+    cpu = machine.get("cpu_model") or "CPU not recorded"
+    gpu = machine.get("gpu_name") or "none recorded"
+    return (
+        f"host: {md(machine['hostname'])} · {md(cpu)} · {md(machine.get('cpu_count') or '?')} cores · "
+        f"GPU: {md(gpu)} ({machine['series']} series, {machine['shots']} shots)"
+    )
+
+
 def render_summary(
-    figures: pd.DataFrame, caveats: pd.DataFrame, run_id: str, claims: list[dict[str, Any]] | None = None
+    figures: pd.DataFrame,
+    caveats: pd.DataFrame,
+    run_id: str,
+    claims: list[dict[str, Any]] | None = None,
+    where: dict[str, Any] | None = None,
+    runs: dict[str, list[dict[str, Any]]] | None = None,
 ) -> str:
-    """The Markdown summary of one run (the claims' verdicts first, when claims are configured)."""
+    """The Markdown summary of one run: what ran where (where: render.run_summary's dict; runs: the
+    build and model records), its tables, the checked claims and the caveats in short (every claim
+    and caveat in full is in index.html)."""
+    from whichshot.report.answer import answer_block, answer_markdown  # it uses md from here
     from whichshot.report.claims import claims_markdown  # it uses md from here
 
     tables = build_tables(figures)
@@ -173,9 +247,9 @@ def render_summary(
     run = tables.run
     counted = f"{format_bare(run)} of {len(run['shot_ids'])} shots ok. " if run else ""
     wide = ", ".join(f"[{all_numbers[c]}]" for c in all_numbers if c in everywhere)
-    lines = [
-        f"# whichshot summary: {md(run_id)}",
-        "",
+    lines = [f"# whichshot summary: {md(run_id)}", "", *header_lines(where, runs)]
+    lines += answer_markdown(answer_block(figures))  # the answer first
+    lines += [
         counted
         + "Kinds: "
         + ", ".join(f"{v} = {k}" for k, v in KIND_LETTERS.items())
@@ -184,8 +258,6 @@ def render_summary(
         + ". Every number is a row of results/figures.parquet.",
         "",
     ]
-    if claims:
-        lines += [claims_markdown(claims, "Claims: which shot is each published number?")]
     if tables.headline:
         lines += ["## Cold and warm", "", *headline_table(tables.headline, numbers), ""]
     if tables.workloads:
@@ -231,16 +303,20 @@ def render_summary(
             f"{md(table.reference)}, same cell otherwise.",
             "",
         ]
+    if claims:
+        more = "Those not checked here are listed in index.html (appendix)."
+        lines += [claims_markdown(claims, "Claims checked against this run", more, everything=False)]
     if tables.inferred:
-        lines += ["## Inferred figures", ""]
         lines += [
-            f"- {md(f['figure_id'])} = {md(format_value(f))}: {md(f['formula'])}" for f in tables.inferred
+            f"{len(tables.inferred)} figures are inferred (I): they rest on a model of the system; "
+            "index.html lists each with its formula.",
+            "",
         ]
-        lines.append("")
     lines += ["## Caveats", ""]
     fired = [
-        f"{n}. **{md(c['caveat_id'])}** ({len(c['figure_ids'])} figures): {md(c['sentence'])}"
+        f"{n}. **{md(c['caveat_id'])}** ({len(c['figure_ids'])} figures): {md(first_sentence(c['sentence']))}"
         for n, c in enumerate(caveats.to_dict("records"), start=1)
     ]
     lines += fired or ["None fired on this data."]
+    lines += ["", "Each caveat's full text and the figures it touches are in index.html."] if fired else []
     return "\n".join(lines) + "\n"

@@ -11,11 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
+from whichshot.figures.answer_figures import ANSWER_METRICS
+from whichshot.figures.caveats.gates import gate_label, gate_words, gated_out
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import AXES
 from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
+from whichshot.figures.noise import METHOD as NOISE_METHOD
 from whichshot.figures.side_figures import SAME_OUTPUT, Side
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
@@ -59,7 +61,7 @@ TRACE_REQUEST_COLUMNS = (
     ("lossless_share", "lossless vs none", "shots"),
     ("shots_ok", "ok", "shots"),
 )
-# A speed-up whose cells failed their task gate is set apart: its figure carries TASK_NOT_DONE.
+# A speed-up that is gated out (caveats.gates: task gate failed, or lossy) is set apart, struck.
 SPEEDUP = SPEEDUP_METRIC
 # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
 DETAIL_COLUMNS = (
@@ -302,6 +304,14 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         _section(
             records,
             shown,
+            "noise",
+            "Noise: spreads, intervals and verdicts",
+            f"The answer block's figures with their provenance. Noise: {NOISE_METHOD}.",
+            lambda r: r["metric"] in ANSWER_METRICS,
+        ),
+        _section(
+            records,
+            shown,
             "constants",
             "Constants our judgments rest on",
             "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
@@ -347,6 +357,7 @@ def named_metrics() -> frozenset[str]:
             CROSSCHECK_METRICS,
             CLOCK_METRICS,
             CEILING_METRICS,
+            ANSWER_METRICS,
             statistics,
         )  # fmt: skip
     )
@@ -455,10 +466,13 @@ def _order_workload_rows(rows: list[dict[str, Any]]) -> None:
 
 
 def _set_apart_undone(rows: list[dict[str, Any]]) -> None:
-    """Mark the rows whose speed-up compares cells where the model did not do the task."""
+    """Mark the rows whose speed-up is gated out (the task gate failed, or the output was not
+    lossless): speedup_gate is the short label shown with the struck value, speedup_gate_words why."""
     for row in rows:
-        speedup = row["cells"].get(SPEEDUP)
-        row["speedup_set_apart"] = speedup is not None and TASK_NOT_DONE in speedup["caveat_ids"]
+        gates = gated_out(row["cells"].get(SPEEDUP))
+        row["speedup_set_apart"] = bool(gates)
+        row["speedup_gate"] = gate_label(gates)
+        row["speedup_gate_words"] = gate_words(gates)
 
 
 def _mark_group_starts(rows: list[dict[str, Any]], axes: list[str]) -> None:

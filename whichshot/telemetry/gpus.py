@@ -4,7 +4,8 @@ CUDA numbers the devices a process sees from CUDA_VISIBLE_DEVICES (indices or UU
 order is its own. Engine processes start with CUDA_DEVICE_ORDER=PCI_BUS_ID (measure/process.py),
 so CUDA's device k is the k-th visible GPU in PCI bus order, and the engine's CUDA ordinals map to
 NVML devices exactly. Once the engine runs, NVML's process lists say where its processes really
-are (check_engine_gpus); a PID namespace that hides them leaves the choice unconfirmed."""
+are (check_engine_gpus); a PID namespace that hides them leaves the choice unconfirmed.
+A shot's GPU identity (whichshot.cluster.job_gpus) takes its GPUs outside Slurm by the same rule."""
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""Linux CPU telemetry from sysfs and procfs: frequency, RAPL energy, thermal zones.
+"""Linux CPU telemetry from sysfs and procfs: frequency, RAPL package energy, thermal zones.
 
 Files are opened once and re-read with pread at offset 0, which makes sysfs and procfs
 regenerate their contents: one syscall per file per tick, no open/close.
@@ -10,11 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from whichshot.telemetry.base import (
-    FALLBACK,
     LINUX_COLUMNS,
     Reading,
     SensorValue,
-    caveat,
     error_text,
     not_readable,
 )
@@ -24,7 +22,10 @@ SOURCE_SCALING_CUR_FREQ = "sysfs_scaling_cur_freq"
 SOURCE_PROC_CPUINFO = "proc_cpuinfo"
 
 _CPU_DIR_RE = re.compile(r"cpu\d+$")
-_RAPL_PACKAGE_RE = re.compile(r"intel-rapl:\d+$")  # packages only; intel-rapl:0:0 is inside 0
+_RAPL_ZONE_RE = re.compile(r"intel-rapl:\d+$")  # top-level zones; intel-rapl:0:0 is inside 0
+# The kernel names a CPU package's zone package-N (package-N-die-M on multi-die parts), on Intel
+# and AMD alike. A top-level psys zone is the whole platform, packages included: never added in.
+_RAPL_PACKAGE_NAME_RE = re.compile(r"package-\d+(-die-\d+)?$")
 _CPUINFO_MHZ_RE = re.compile(rb"^cpu MHz\s*:\s*([0-9.]+)", re.MULTILINE)
 _CHUNK_BYTES = 65536
 
@@ -78,7 +79,7 @@ class RaplCounter:
 
 
 class CpuFreq:
-    """Mean current CPU frequency from per-core scaling_cur_freq, or from /proc/cpuinfo."""
+    """Mean current CPU frequency from per-core scaling_cur_freq (/proc/cpuinfo is only nominal)."""
 
     def __init__(self, fds: list[int], source: str) -> None:
         self.fds = fds
@@ -86,8 +87,6 @@ class CpuFreq:
 
     def read_mhz(self) -> float:
         """Mean over cores, in MHz."""
-        if self.source == SOURCE_PROC_CPUINFO:
-            return mean_cpuinfo_mhz(_read_fd(self.fds[0]))
         khz = [_read_int(fd) for fd in self.fds]
         return sum(khz) / len(khz) / 1000.0
 
@@ -164,7 +163,7 @@ def _open_all(paths: list[Path]) -> list[tuple[int, bytes]]:
 
 
 def _open_freq(root: Path) -> tuple[CpuFreq | None, list[dict[str, str]]]:
-    """Per-core scaling_cur_freq of the cores that have one, else /proc/cpuinfo."""
+    """Per-core scaling_cur_freq of the cores that have one, else not measured (cpuinfo is nominal)."""
     cpu_dir = root / "sys/devices/system/cpu"
     cpus = sorted(p for p in cpu_dir.glob("cpu*") if _CPU_DIR_RE.match(p.name))
     paths = [cpu / "cpufreq/scaling_cur_freq" for cpu in cpus]
@@ -182,29 +181,53 @@ def _open_freq(root: Path) -> tuple[CpuFreq | None, list[dict[str, str]]]:
 
 
 def _open_cpuinfo(root: Path, sysfs_error: str) -> tuple[CpuFreq | None, list[dict[str, str]]]:
+    """No frequency sensor without cpufreq: /proc/cpuinfo's 'cpu MHz' is then the nominal clock (a
+    VM's constant, or the base clock without a cpufreq driver), not the running one, so the clock is
+    not measured; the caveat names the nominal source and what it said."""
     try:
-        fd, text = _open_and_read(root / "proc/cpuinfo")
+        text = (root / "proc/cpuinfo").read_bytes()
     except OSError as exc:
         reason = f"{sysfs_error}; /proc/cpuinfo not readable: {error_text(exc)}"
         return None, not_readable(("cpu_freq_mhz",), BACKEND, reason)
     try:
-        mean_cpuinfo_mhz(text)
+        nominal_mhz = mean_cpuinfo_mhz(text)
     except ValueError as exc:
-        os.close(fd)
         return None, not_readable(("cpu_freq_mhz",), BACKEND, f"{sysfs_error}; {exc}")
+    guest = "; a hypervisor guest" if re.search(rb"^flags\s*:.*\bhypervisor\b", text, re.MULTILINE) else ""
     reason = (
-        f"{sysfs_error}; using 'cpu MHz' from /proc/cpuinfo, which may be a static nominal "
-        "value in a VM (column cpu_freq_source says which source)"
+        f"{sysfs_error}; /proc/cpuinfo 'cpu MHz' ({nominal_mhz:.0f} MHz{guest}) is only the nominal clock "
+        f"without cpufreq ({SOURCE_PROC_CPUINFO} is nominal), not the running one: not measured"
     )
-    return CpuFreq([fd], SOURCE_PROC_CPUINFO), [caveat(FALLBACK, "cpu_freq_mhz", BACKEND, reason)]
+    return None, not_readable(("cpu_freq_mhz",), BACKEND, reason)
+
+
+def _rapl_packages(root: Path) -> tuple[list[Path], str | None]:
+    """The top-level powercap RAPL zones that are CPU packages (by their name file), or why none
+    are counted: a zone whose name cannot be read may be a package, so then none is."""
+    candidates = (root / "sys/class/powercap").glob("intel-rapl:*")
+    zones = sorted(p for p in candidates if _RAPL_ZONE_RE.match(p.name))
+    if not zones:
+        return [], "no powercap intel-rapl domain in sysfs"
+    names = {}
+    for zone in zones:
+        try:
+            names[zone] = (zone / "name").read_text().strip()
+        except OSError as exc:
+            return [], f"powercap {zone.name}/name not readable (package or not?): {error_text(exc)}"
+    packages = [zone for zone in zones if _RAPL_PACKAGE_NAME_RE.match(names[zone])]
+    if packages:
+        return packages, None
+    found = ", ".join(f"{zone.name}={name}" for zone, name in names.items())
+    reason = f"no RAPL package domain in powercap ({found})"
+    if "psys" in names.values():
+        reason += "; psys is the whole platform's energy (packages and more), not the CPU's"
+    return [], reason
 
 
 def _open_rapl(root: Path) -> tuple[list[RaplCounter], list[dict[str, str]]]:
-    """A counter for each powercap intel-rapl package domain, if all are readable."""
-    candidates = (root / "sys/class/powercap").glob("intel-rapl:*")
-    domains = sorted(p for p in candidates if _RAPL_PACKAGE_RE.match(p.name))
-    if not domains:
-        reason = "no powercap intel-rapl domain in sysfs"
+    """A counter for each powercap RAPL package domain, if all are readable."""
+    domains, reason = _rapl_packages(root)
+    if reason:
         return [], not_readable(("cpu_energy_j",), BACKEND, reason)
     try:
         opened = _open_all([d / "energy_uj" for d in domains])

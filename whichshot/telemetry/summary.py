@@ -168,10 +168,11 @@ def _backends(window: Sequence[Sample]) -> str | None:
     return "|".join(names)
 
 
-def _per_token(energy_j: float | None, output_tokens: int | None) -> float | None:
-    if energy_j is None or not output_tokens or output_tokens <= 0:
+def _per_token(energy_j: float | None, streams_output_tokens: int | None) -> float | None:
+    """The shot's energy over every stream's output tokens (the streams in flight shared the counter)."""
+    if energy_j is None or not streams_output_tokens or streams_output_tokens <= 0:
         return None
-    return energy_j / output_tokens
+    return energy_j / streams_output_tokens
 
 
 def _prefill_median(window: Sequence[Sample], first_token_s: float | None, column: str) -> float | None:
@@ -189,6 +190,10 @@ def summarize_shot(
     first_token_s: float | None = None,
 ) -> dict:
     """SUMMARY_COLUMNS for one shot; None wherever nothing was measured.
+
+    output_tokens is every stream's output tokens together (the shot column streams_output_tokens):
+    with N requests in flight the counter's energy is all N streams', so energy_j_per_token divides
+    it by all their tokens, not stream 1's alone.
 
     Medians, minima and maxima use samples with t_mono_s in [t_start_s, t_end_s]; energies are
     counter deltas from the last reading at/before t_start_s to the first at/after t_end_s, so

@@ -6,17 +6,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from whichshot.atomic import write_json_atomic
 from whichshot.engines import load_engine
 from whichshot.entry import run_script, tell
 from whichshot.host import host_identity
-from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.grid import Job, all_jobs
-from whichshot.measure.machine_lock import measurement_lock
 from whichshot.measure.placement import check_on_its_node
 from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext
-from whichshot.measure.series import run_series_with_telemetry
+from whichshot.measure.series import SeriesOutputs, measure_series
 from whichshot.measure.settings import server_settings
 from whichshot.spec_modes import kind_settings, uses_draft_model
 
@@ -61,11 +58,8 @@ def main(smk):
     )
     progress = grid_progress(all_jobs(smk.config), Path(smk.output.shots).parent)
     ctx.progress = lambda position: tell(progress.line(job.job_id, position, job.series_length))
-    plan, not_run = plan_for(ctx, smk.params.bench)
-    output = (Path(smk.output.shots), Path(smk.output.telemetry))
-    with measurement_lock():
-        _, brackets = bracketed(plan, lambda: run_series_with_telemetry(ctx, *output, smk.params.telemetry))
-    write_json_atomic(Path(smk.output.bench), bench_record(ctx, plan, not_run, brackets))
+    outputs = SeriesOutputs(Path(smk.output.shots), Path(smk.output.telemetry), Path(smk.output.bench))
+    measure_series(ctx, outputs, smk.params.telemetry, smk.params.bench)
 
 
 run_script(snakemake, main)

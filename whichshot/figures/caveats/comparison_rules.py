@@ -24,6 +24,7 @@ OUTPUT_DEPENDENT = frozenset(
 )
 # The columns the engines-side-by-side table compares.
 SIDE_BY_SIDE = frozenset({"decode_tok_s", "prefill_tok_s", "ttft_s", "lossless_vs_none"})
+LOSSLESS_CHECK_FAILED = "lossless_check_failed"
 
 
 def _cell_figures(catalog: Catalog, metric: str):
@@ -150,7 +151,7 @@ def lossless_check_failed(catalog: Catalog) -> Finding | None:
         for r in examples.head(4).to_dict("records")
     )
     return Finding(
-        "lossless_check_failed",
+        LOSSLESS_CHECK_FAILED,
         f"With drafting on, greedy output differed from the no-draft output in {int(diverged.sum())} shot(s) "
         f"({where}). Drafting is not lossless here: the speed of these cells is the speed of other text, "
         "and their speed-up is not a free lunch.",
@@ -281,7 +282,7 @@ def cross_engine_prompt_differs(catalog: Catalog) -> Finding | None:
 def engine_warmup_differs(catalog: Catalog) -> Finding | None:
     """Engines compared whose processes did not warm up alike before their first shot."""
     shots = catalog.shots
-    runs = shots["engine_warmup_run"].fillna("not recorded")
+    runs = shots["engine_warmup_run"].fillna("not observed")
     differ = [rows for _cell, rows in group_cells(shots.assign(engine_warmup_run=runs),
                                                   tuple(a for a in AXES if a != "engine"))
               if rows["engine"].nunique() > 1 and rows["engine_warmup_run"].nunique() > 1]  # fmt: skip

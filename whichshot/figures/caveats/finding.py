@@ -1,7 +1,8 @@
 """A caveat is a predicate over shots (or over cells: all their shots). It fires with the ids of the
 shots (or other sources) it is about, and attaches to every figure that cites one of them, within
-its scope: only figures that read one of its columns, or only figures that compare cells differing
-in one axis. No figure family picks its caveats; `attach` is the one place they are joined."""
+its scope: only figures that read one of its columns (and none it spares), or only figures that
+compare cells differing in one axis. No figure family picks its caveats; `attach` is the one place
+they are joined."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ class Finding:
     source_ids: frozenset[str] = frozenset()  # inputs that are not shots (a llama-bench output)
     columns: frozenset[str] | None = None  # only figures reading one of these shot columns (or a source)
     across: str | None = None  # only figures whose cited shots differ in this axis
+    spares: frozenset[str] = frozenset()  # not figures reading one of these (they account for it)
 
     def touches(self, figure: Figure, axes_of: pd.DataFrame) -> bool:
         if not (
@@ -35,6 +37,8 @@ class Finding:
             return False
         reads_none = not self.columns.intersection(figure.reads) if self.columns is not None else False
         if reads_none and not self.source_ids.intersection(figure.source_ids):
+            return False
+        if self.spares.intersection(figure.reads):
             return False
         if self.across is not None:
             return axes_of.loc[figure.shot_ids, self.across].nunique(dropna=False) > 1
@@ -49,6 +53,7 @@ class Finding:
             "source_ids": sorted(self.source_ids),
             "columns": sorted(self.columns) if self.columns is not None else [],
             "across": self.across or "",
+            "spares": sorted(self.spares),
         }
 
 

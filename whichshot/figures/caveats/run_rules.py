@@ -230,19 +230,23 @@ def host_busy(catalog: Catalog) -> Finding | None:
 
 
 def series_overlapped(catalog: Catalog) -> Finding | None:
-    """Series of one host whose shot windows overlap in time: their processes competed for the
-    machine (a run started without the measurement slot, or by hand beside another)."""
+    """Engine processes of one host whose shot windows overlap in time: they competed for the
+    machine (a run started without the measurement slot, or by hand beside another). Spans are per
+    process, not per series: a series resumed hours later spans the series run in between, though
+    none of its processes ran beside them."""
     timed = catalog.shots.dropna(subset=["t_request_mono_s", "t_end_mono_s"])
+    timed = timed[timed["process_id"].fillna("") != ""]
     overlapping: set[str] = set()
     for _host, rows in timed.groupby("hostname", dropna=False):
-        spans = rows.groupby("job_id").agg(start=("t_request_mono_s", "min"), end=("t_end_mono_s", "max"))
+        spans = rows.groupby("process_id").agg(start=("t_request_mono_s", "min"), end=("t_end_mono_s", "max"))
         overlapping |= _overlapping_spans(spans)
     if not overlapping:
         return None
-    shots = timed[timed["job_id"].isin(overlapping)]
+    shots = timed[timed["process_id"].isin(overlapping)]
+    series = shots["job_id"].nunique()
     return Finding(
         "series_overlapped",
-        f"{len(overlapping)} series ran at the same time as another series on the same host (their "
+        f"{series} series ran at the same time as another series on the same host (their "
         "shot windows overlap): their processes shared the machine and its GPU, so their speeds, clocks, "
         "power and energy describe contention, not the engine alone. Measurement jobs must hold the "
         "measurement slot (the workflow profile) and the machine's measurement lock.",
@@ -251,7 +255,7 @@ def series_overlapped(catalog: Catalog) -> Finding | None:
 
 
 def _overlapping_spans(spans) -> set[str]:
-    """Ids of the spans (start, end per job) that overlap another span."""
+    """Ids of the spans (start, end per process) that overlap another span."""
     items = list(spans.itertuples())
     found = set()
     for i, a in enumerate(items):

@@ -1,0 +1,75 @@
+"""The grid's duration stated before it runs (issue 32): per series its rests and warm-up seconds
+exactly as the config asks, start-ups and shots at earlier speeds or a stated default."""
+
+import itertools
+
+import pytest
+
+from tests.shot_tables import cell, series, table
+from whichshot.measure.estimate import DEFAULT_SPEEDS, estimate_series, load_config, main, summary_lines
+
+
+def expected_rests(config: dict) -> tuple[int, float, float]:
+    """(rests, rest seconds, warm-up seconds) of the protocol grid, counted from its axes alone."""
+    p = config["protocol"]
+    other_axes = (len(config["engines"]) * len(p["models"]) * len(config["prompts"]["lengths"])
+                  * len(p["context_tokens"]) * len(p["orders"]) * len(p["engine_warmup"])
+                  * len(p["prefill_chunk_tokens"]) * len(p["parallel_streams"]) * p["repeats"])  # fmt: skip
+    rests = rest_s = warmup_s = 0.0
+    for rest, pre in itertools.product(p["rests_s"], p["precondition_s"]):
+        gaps = p["warm_shots"] - 1 if rest > 0 else 0
+        rests += other_axes * gaps
+        rest_s += other_axes * gaps * rest
+        warmup_s += other_axes * pre
+    return int(rests), rest_s, warmup_s
+
+
+@pytest.mark.parametrize("path", ["config/config.yaml", "config/full.yaml"])
+def test_every_series_is_estimated_and_the_rests_are_counted_exactly(path):
+    config = load_config(path)
+    estimates = estimate_series(config)
+    grid = [e for e in estimates if e.job.workload == "continue_text"]
+    rests, rest_s, warmup_s = expected_rests(config)
+    assert sum(e.rests for e in grid) == rests
+    assert sum(e.rest_s for e in estimates) == pytest.approx(rest_s)  # workloads rest 0 s
+    assert sum(e.precondition_s for e in grid) == pytest.approx(warmup_s)
+    assert all(e.shots_s > 0 and e.startup_s > 0 and e.total_s > 0 for e in estimates)
+    cold = [e for e in estimates if e.job.protocol == "cold"]
+    assert all(e.processes == e.job.series_length for e in cold)  # a fresh process per cold shot
+    assert all(e.speeds is DEFAULT_SPEEDS["llama_cpp"] for e in estimates)  # no earlier results given
+
+
+def test_the_full_grid_states_its_hours():
+    config = load_config("config/full.yaml")
+    (head, *_rest) = summary_lines(config, estimate_series(config))
+    assert head.startswith("full-cpu: 372 series, about 14 h")  # defaults; rests alone are 6 h 18 min
+    assert "rests 6 h 18 min" in head and "1080 rests" in head and "warm-up before timing 1 h 12 min" in head
+
+
+def test_speeds_come_from_earlier_shots_where_they_have_the_engine_and_model():
+    config = load_config("config/config.yaml")
+    earlier = table(
+        series(
+            cell(engine="llama_cpp", model="smollm2_135m"),
+            [{"decode_tok_s": 64.0, "prefill_tok_s": 500.0, "process_ready_s": 0.5}] * 3,
+        )  # fmt: skip
+    )
+    estimates = estimate_series(config, earlier)
+    grid = [e for e in estimates if e.job.model == "smollm2_135m"]
+    assert grid and all(e.speeds.source == "earlier shots.parquet" for e in grid)
+    one = grid[0]
+    shot_s = one.job.prompt_tokens / 500.0 + config["protocol"]["output_tokens"] / 64.0
+    assert one.shots_s == pytest.approx(one.job.series_length * shot_s)
+    assert one.startup_s == pytest.approx(one.processes * 0.5)
+    others = [e for e in estimates if e.job.model != "smollm2_135m"]
+    assert others and all(e.speeds is DEFAULT_SPEEDS["llama_cpp"] for e in others)
+
+
+def test_the_command_prints_one_estimate_per_config(capsys, tmp_path):
+    assert main(["--configfile", "config/config.yaml", "--configfile", "config/full.yaml",
+                 "--shots", str(tmp_path / "none.parquet")]) == 0  # fmt: skip
+    printed = capsys.readouterr().out.splitlines()
+    heads = [line for line in printed if not line.startswith(" ")]
+    assert [h.split(":")[0] for h in heads] == ["default-cpu", "full-cpu"]
+    minutes = int(heads[0].split("about ")[1].split(" min")[0])
+    assert 0 < minutes < 60

@@ -1,0 +1,227 @@
+"""A series' journal and shot records, on the echo engine (tests/echo_engine.py: a real server
+process that streams): what a rerun resumes, who may write a journal, where a shot's end reading
+is taken, which shots an attempt's samples are tagged with, what a drafter has seen."""
+
+import dataclasses
+import json
+import time
+
+import pytest
+
+from tests import echo_engine
+from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
+from whichshot.atomic import JsonlJournal
+from whichshot.errors import WhichshotError
+from whichshot.measure import series as series_module
+from whichshot.measure.protocol import run_job
+from whichshot.measure.series import SeriesOutputs, measure_series, run_series_with_telemetry
+
+
+@pytest.fixture
+def echo(tmp_path) -> RealEngine:
+    engine = echo_engine.ENGINE
+    build = engine.build({"kind": "echo", "greeting": "hi"}, tmp_path, 1)
+    model_path = tmp_path / "model.bin"
+    model_path.write_bytes(b"no weights: the echo engine repeats its prompt")
+    return RealEngine(engine, build, model_path, {"sha256": "a" * 64, "metadata": {"file_type": None}})
+
+
+def _journal(tmp_path, job) -> JsonlJournal:
+    return JsonlJournal(tmp_path / "shots" / f"{job.job_id}.jsonl")
+
+
+def test_a_journal_of_another_build_is_set_aside_and_the_series_starts_afresh(tmp_path, echo):
+    job = warm_job(shots=2, length=16)
+    journal = _journal(tmp_path, job)
+    first = run_job(job_context(tmp_path, job, real=echo), journal)
+    journal.rewrite(first[:1])  # as an attempt interrupted after shot 1 leaves it
+    rebuilt = dataclasses.replace(echo, build={**echo.build, "build_id": "another-build"})
+    second = run_job(job_context(tmp_path, job, real=rebuilt), journal)
+
+    assert {r["build_id"] for r in second} == {"another-build"}  # none of the old build's shots
+    assert [r["process_seq"] for r in second] == [1, 1]
+    assert [r["process_start_reason"] for r in second] == ["series_start"] * 2
+    stale = list(journal.partial_path.parent.glob(f"{journal.partial_path.name}.stale-*"))
+    assert len(stale) == 1  # the old shots are kept aside, not deleted
+    kept = [json.loads(line) for line in stale[0].read_text().splitlines()]
+    assert [r["wall_start_utc"] for r in kept] == [first[0]["wall_start_utc"]]
+    assert child_processes() == []
+
+
+def test_a_journal_of_the_same_series_resumes(tmp_path, echo):
+    job = warm_job(shots=2, length=16)
+    journal = _journal(tmp_path, job)
+    first = run_job(job_context(tmp_path, job, real=echo), journal)
+    journal.rewrite(first[:1])
+    again = run_job(job_context(tmp_path, job, real=echo), journal)
+    assert again[0]["wall_start_utc"] == first[0]["wall_start_utc"]
+    assert again[1]["wall_start_utc"] != first[1]["wall_start_utc"]
+    assert [r["process_start_reason"] for r in again] == ["series_start", "resumed"]
+    assert not list(journal.partial_path.parent.glob("*.stale-*"))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"output_tokens": 6},
+        {"threads": 2},
+        {"prompt": [1001, 1002, 1003]},
+        {"spec_params": {"types": ["ngram-simple"]}},
+        {"model_sha256": "b" * 64},
+    ],
+    ids=lambda change: next(iter(change)),
+)
+def test_any_identity_change_refuses_the_old_shots(tmp_path, echo, change):
+    job = warm_job(shots=2, length=16)
+    journal = _journal(tmp_path, job)
+    journal.rewrite(run_job(job_context(tmp_path, job, real=echo), journal)[:1])
+    ctx = job_context(tmp_path, job, real=echo, output_tokens=change.get("output_tokens", 8))
+    if "threads" in change:
+        ctx.settings = dataclasses.replace(ctx.settings, threads=change["threads"])
+    if "prompt" in change:
+        ctx.prompts["prompts"]["16A"]["token_ids"] = change["prompt"]
+    if "spec_params" in change:
+        ctx.spec_params = change["spec_params"]
+    if "model_sha256" in change:
+        ctx.model = {**ctx.model, "sha256": change["model_sha256"]}
+    records = run_job(ctx, journal)
+    assert len(list(journal.partial_path.parent.glob("*.stale-*"))) == 1
+    assert records[0]["process_seq"] == 1 and records[0]["process_start_reason"] == "series_start"
+
+
+def test_a_second_job_of_the_same_series_stops_with_one_line(tmp_path):
+    journal = JsonlJournal(tmp_path / "shots" / "series.jsonl")
+    with journal.locked():
+        second = JsonlJournal(tmp_path / "shots" / "series.jsonl")
+        with (
+            pytest.raises(WhichshotError, match="another job is measuring this series") as caught,
+            second.locked(),
+        ):
+            pass
+        assert "\n" not in str(caught.value)
+    with journal.locked():  # released: the next job may take it
+        pass
+
+
+class _MarkClock:
+    """Shot telemetry that records when each end reading was asked for, and what it was told."""
+
+    def __init__(self) -> None:
+        self.marks_s: list[float] = []
+        self.tokens: list[int | None] = []
+
+    def mark(self) -> None:
+        self.marks_s.append(time.monotonic())
+
+    def mark_soon(self) -> None:
+        """The first token: not an end reading."""
+
+    def summarize(self, t_start_s, t_end_s, output_tokens, engine_pid, first_token_s=None) -> dict:
+        self.tokens.append(output_tokens)
+        return {}
+
+
+class _SlowAfterStream:
+    """The echo engine whose shots spend half a second after their stream ended (as a replay, a
+    /metrics read or a log wait does), and which can serve N streams at once."""
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str):
+        return getattr(self._engine, name)
+
+    def start(self, *args):
+        return _SlowServer(self._engine.start(*args))
+
+
+class _SlowServer:
+    def __init__(self, server) -> None:
+        self._server = server
+
+    def __getattr__(self, name: str):
+        return getattr(self._server, name)
+
+    def shot(self, request):
+        outcome = self._server.shot(request)
+        time.sleep(0.5)
+        return outcome
+
+    def shot_streams(self, request, streams: int):
+        return [self._server.shot(request) for _ in range(streams)]
+
+
+def test_the_end_reading_is_taken_at_the_last_token_not_after_the_work_that_follows(tmp_path, echo):
+    clock = _MarkClock()
+    job = warm_job(shots=2, length=16)
+    ctx = job_context(tmp_path, job, engine=_SlowAfterStream(echo.engine), telemetry=clock, real=echo)
+    records = run_job(ctx, _journal(tmp_path, job))
+    for record in records:
+        after_end = [t - record["t_end_mono_s"] for t in clock.marks_s if t >= record["t_end_mono_s"]]
+        assert min(after_end) < 0.1  # the reading that closes the shot's energy window
+
+
+def test_per_token_energy_of_parallel_streams_counts_every_streams_tokens(tmp_path, echo):
+    clock = _MarkClock()
+    job = dataclasses.replace(warm_job(shots=1, length=16), streams=4)
+    ctx = job_context(tmp_path, job, engine=_SlowAfterStream(echo.engine), telemetry=clock, real=echo)
+    (record,) = run_job(ctx, _journal(tmp_path, job))
+    assert record["output_tokens"] == 8 and record["streams_output_tokens"] == 32
+    assert clock.tokens == [32]  # the energy of four streams over the tokens of four
+
+
+def test_drafter_requests_seen_counts_what_the_process_served_before(tmp_path, echo):
+    plain = warm_job(shots=3, length=16)
+    drafted = dataclasses.replace(plain, job_id=plain.job_id + ".drafted", spec_mode="lookahead")
+    seen = [r["drafter_requests_seen"] for r in run_job(job_context(tmp_path, drafted, real=echo),
+                                                         _journal(tmp_path, drafted))]  # fmt: skip
+    assert seen == [0, 1, 2]
+    undrafted = run_job(job_context(tmp_path, plain, real=echo), _journal(tmp_path, plain))
+    assert [r["drafter_requests_seen"] for r in undrafted] == [None] * 3
+
+
+def test_an_attempts_samples_are_tagged_with_its_own_shots_only(tmp_path, echo):
+    """After a reboot the monotonic clock starts again: an earlier attempt's shot windows may hold
+    the new attempt's sample times, yet its samples are not theirs."""
+    job = warm_job(shots=3, length=16)
+    shots_path = tmp_path / "shots" / f"{job.job_id}.jsonl"
+    samples_path = tmp_path / "telemetry" / f"{job.job_id}.jsonl"
+    journal = JsonlJournal(shots_path)
+    first = run_job(job_context(tmp_path, dataclasses.replace(job, series_length=1), real=echo), journal)
+    journal.rewrite([{**first[0], "t_request_mono_s": 0.0, "t_end_mono_s": 1e12}])  # another boot's clock
+    telemetry = {"backends": ["linux"], "interval_s": 0.05}
+    run_series_with_telemetry(job_context(tmp_path, job, real=echo), shots_path, samples_path, telemetry)
+    partial = samples_path.with_name(samples_path.name + ".partial")
+    samples = [json.loads(line) for line in partial.read_text().splitlines()]
+    tagged = {s["shot_id"] for s in samples}
+    assert first[0]["shot_id"] not in tagged
+    assert {f"{job.job_id}/shot2", f"{job.job_id}/shot3"} <= tagged
+
+
+def test_a_kill_after_the_last_shot_keeps_the_series_for_the_rerun(tmp_path, echo, monkeypatch):
+    """Ctrl-C in the after-bracket (or a full disk for bench.json): nothing has its final name yet,
+    so Snakemake deletes nothing finished, and the rerun keeps every shot as it was."""
+    job = warm_job(shots=2, length=16)
+    outputs = SeriesOutputs(*(tmp_path / d / f"{job.job_id}.{x}" for d, x in
+                              (("shots", "jsonl"), ("telemetry", "jsonl"), ("bench", "json"))))  # fmt: skip
+    telemetry = {"backends": ["linux"], "interval_s": 0.05}
+
+    def interrupted_after(_plan, series):
+        series()
+        raise KeyboardInterrupt  # SIGINT while llama-bench runs its after-bracket
+
+    monkeypatch.setattr(series_module, "bracketed", interrupted_after)
+    with pytest.raises(KeyboardInterrupt):
+        measure_series(job_context(tmp_path, job, real=echo), outputs, telemetry, {"enabled": False})
+    assert not any(path.exists() for path in dataclasses.astuple(outputs))
+    kept = JsonlJournal(outputs.shots).read_existing()
+    assert [r["series_position"] for r in kept] == [1, 2]
+
+    monkeypatch.undo()
+    measure_series(job_context(tmp_path, job, real=echo), outputs, telemetry, {"enabled": False})
+    final = [json.loads(line) for line in outputs.shots.read_text().splitlines()]
+    assert [r["wall_start_utc"] for r in final] == [r["wall_start_utc"] for r in kept]
+    samples = [json.loads(line) for line in outputs.telemetry.read_text().splitlines()]
+    assert {s["shot_id"] for s in samples} >= {r["shot_id"] for r in kept}  # the first attempt's samples
+    assert json.loads(outputs.bench.read_text())
+    assert child_processes() == []

@@ -1,0 +1,179 @@
+"""How long the grid will take, stated before it runs: per series its rests, warm-up (precondition)
+seconds, engine start-ups and shots (prompt and output tokens at a speed taken from an earlier
+shots.parquet where one has the engine and model, else a stated default per engine kind).
+
+    python -m whichshot.measure.estimate --configfile config/full.yaml
+
+An estimate, not a measurement: the shots' time is a guess from earlier speeds or defaults; the rests
+and warm-up seconds are the config's own and exact. Model download, engine builds and llama-bench
+brackets are not counted."""
+
+import argparse
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from whichshot.config import check_config
+from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD, Job, all_jobs
+
+DEFAULT_SHOTS = Path("results/shots.parquet")
+TRACE_OUTPUT_TOKENS = 256  # a trace request's output budget when the config gives none
+
+
+@dataclass(frozen=True)
+class Speeds:
+    """The speeds a series is estimated at, and where they come from."""
+
+    prefill_tok_s: float
+    decode_tok_s: float
+    startup_s: float  # spawn to ready, per process
+    source: str
+
+
+# Stated defaults per engine kind where no earlier result has the engine and model: a small model
+# on a few CPU cores for llama.cpp (results/reference/cpu_default measured 220-610 tok/s prefill,
+# 27-68 tok/s decode, under 1 s to ready on 2 cores), slower for transformers, a server's start-up
+# (weights loaded onto a GPU) for an OpenAI-compatible engine.
+DEFAULT_SPEEDS = {
+    "llama_cpp": Speeds(250.0, 30.0, 2.0, "default for llama_cpp"),
+    "transformers": Speeds(100.0, 10.0, 15.0, "default for transformers"),
+    "openai": Speeds(2000.0, 50.0, 120.0, "default for openai"),
+}
+FALLBACK_SPEEDS = Speeds(100.0, 10.0, 30.0, "default for an unknown engine kind")
+
+
+@dataclass(frozen=True)
+class SeriesEstimate:
+    """One series' estimated seconds, by part."""
+
+    job: Job
+    processes: int
+    rests: int
+    rest_s: float  # rests × the job's rest (exact)
+    precondition_s: float  # warm-up before timing, once per warm process (exact)
+    startup_s: float
+    shots_s: float
+    speeds: Speeds
+
+    @property
+    def total_s(self) -> float:
+        return self.rest_s + self.precondition_s + self.startup_s + self.shots_s
+
+
+def earlier_speeds(shots: pd.DataFrame) -> dict[tuple[str, str], Speeds]:
+    """Median ok-shot prefill and decode speed and spawn-to-ready time per (engine, model)."""
+    ok = shots[shots["status"] == "ok"]
+    found = {}
+    for (engine, model), rows in ok.groupby(["engine", "model"]):
+        prefill, decode = rows["prefill_tok_s"].median(), rows["decode_tok_s"].median()
+        ready = rows.drop_duplicates("process_id")["process_ready_s"].median()
+        if pd.notna(prefill) and pd.notna(decode) and decode > 0 and prefill > 0:
+            startup = (
+                float(ready) if pd.notna(ready) else DEFAULT_SPEEDS.get(engine, FALLBACK_SPEEDS).startup_s
+            )
+            found[(engine, model)] = Speeds(float(prefill), float(decode), startup, "earlier shots.parquet")
+    return found
+
+
+def estimate_series(config: dict[str, Any], shots: pd.DataFrame | None = None) -> list[SeriesEstimate]:
+    """Every series of the config (grid.all_jobs) with its estimated seconds."""
+    measured = earlier_speeds(shots) if shots is not None and len(shots) else {}
+    return [_estimate(config, job, measured) for job in all_jobs(config)]
+
+
+def _estimate(config: dict[str, Any], job: Job, measured: dict[tuple[str, str], Speeds]) -> SeriesEstimate:
+    kind = config["engines"][job.engine]["kind"]
+    speeds = measured.get((job.engine, job.model)) or DEFAULT_SPEEDS.get(kind, FALLBACK_SPEEDS)
+    processes = job.series_length if job.protocol == "cold" else 1
+    rests = job.series_length - 1 if job.protocol == "warm" and job.rest_s > 0 else 0
+    prompt_tokens, output_tokens = _tokens(config, job)
+    shot_s = prompt_tokens / speeds.prefill_tok_s + output_tokens / speeds.decode_tok_s
+    return SeriesEstimate(
+        job=job,
+        processes=processes,
+        rests=rests,
+        rest_s=rests * job.rest_s,
+        precondition_s=job.precondition_s if job.protocol == "warm" else 0.0,
+        startup_s=processes * speeds.startup_s,
+        shots_s=job.series_length * shot_s,
+        speeds=speeds,
+    )
+
+
+def _tokens(config: dict[str, Any], job: Job) -> tuple[int, int]:
+    """(prompt, output) tokens of one shot: the grid's own, a workload's document and output budget
+    (an upper bound: the model may stop earlier), a trace request's context and output budget."""
+    workloads = config.get("workloads") or {}
+    if job.workload == BASE_WORKLOAD:
+        return int(job.prompt_tokens or 0), int(config["protocol"]["output_tokens"])
+    if job.workload == TRACE_WORKLOAD:
+        return int(job.context_tokens // 2), int(workloads.get("max_output_tokens") or TRACE_OUTPUT_TOKENS)
+    return int(workloads.get("document_tokens") or 0), int(workloads.get("max_output_tokens") or 0)
+
+
+def duration_words(seconds: float) -> str:
+    """'1 h 05 min', '12 min', '40 s'."""
+    if seconds < 60:
+        return f"{math.ceil(seconds)} s"
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate]) -> list[str]:
+    """The estimate in words: the total with its parts, then one line per engine, model and part."""
+    total = sum(e.total_s for e in estimates)
+    parts = {
+        "rests": sum(e.rest_s for e in estimates),
+        "warm-up before timing": sum(e.precondition_s for e in estimates),
+        "engine start-ups": sum(e.startup_s for e in estimates),
+        "shots": sum(e.shots_s for e in estimates),
+    }
+    rests = sum(e.rests for e in estimates)
+    lines = [
+        f"{config.get('run_id', 'run')}: {len(estimates)} series, about {duration_words(total)} of measuring "
+        f"({', '.join(f'{name} {duration_words(s)}' for name, s in parts.items())}; {rests} rests, "
+        f"{sum(e.processes for e in estimates)} processes, {sum(e.job.series_length for e in estimates)} "
+        "shots)"
+    ]
+    groups: dict[tuple[str, str, str], list[SeriesEstimate]] = {}
+    for e in estimates:
+        part = "protocol grid" if e.job.workload == BASE_WORKLOAD else e.job.workload
+        groups.setdefault((e.job.engine, e.job.model, part), []).append(e)
+    for (engine, model, part), group in groups.items():
+        speeds = group[0].speeds
+        lines.append(
+            f"  {engine} {model} {part}: {len(group)} series, "
+            f"{duration_words(sum(e.total_s for e in group))} "
+            f"(prefill {speeds.prefill_tok_s:.0f} tok/s, decode {speeds.decode_tok_s:.0f} tok/s, "
+            f"{speeds.startup_s:.1f} s to ready: {speeds.source})"
+        )
+    lines.append("  not counted: model downloads, engine builds, llama-bench brackets, the report")
+    return lines
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """A config file with the schema's defaults, checked as the workflow checks it."""
+    return check_config(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configfile", type=Path, action="append", required=True)
+    parser.add_argument(
+        "--shots", type=Path, default=DEFAULT_SHOTS, help="earlier results to take speeds from"
+    )
+    args = parser.parse_args(argv)
+    shots = pd.read_parquet(args.shots) if args.shots.exists() else None
+    for path in args.configfile:
+        config = load_config(path)
+        print("\n".join(summary_lines(config, estimate_series(config, shots))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
