@@ -225,3 +225,26 @@ def test_a_kill_after_the_last_shot_keeps_the_series_for_the_rerun(tmp_path, ech
     assert {s["shot_id"] for s in samples} >= {r["shot_id"] for r in kept}  # the first attempt's samples
     assert json.loads(outputs.bench.read_text())
     assert child_processes() == []
+
+
+def test_a_failure_mid_series_keeps_every_attempts_samples_tagged_with_the_shots_it_finished(tmp_path, echo):
+    """Ctrl-C during shot 3 of a series resumed after shot 1: the first attempt's samples stay (its
+    shot is kept), and this attempt's are tagged with shot 2, which it finished before the failure."""
+    job = warm_job(shots=3, length=16)
+    shots_path = tmp_path / "shots" / f"{job.job_id}.jsonl"
+    samples_path = tmp_path / "telemetry" / f"{job.job_id}.jsonl"
+    telemetry = {"backends": ["linux"], "interval_s": 0.05}
+    first = dataclasses.replace(job, series_length=1)
+    run_series_with_telemetry(job_context(tmp_path, first, real=echo), shots_path, samples_path, telemetry)
+
+    def interrupt_at_shot_3(position: int) -> None:
+        if position == 3:
+            raise KeyboardInterrupt
+
+    ctx = dataclasses.replace(job_context(tmp_path, job, real=echo), progress=interrupt_at_shot_3)
+    with pytest.raises(KeyboardInterrupt):
+        run_series_with_telemetry(ctx, shots_path, samples_path, telemetry)
+    partial = samples_path.with_name(samples_path.name + ".partial")
+    samples = [json.loads(line) for line in partial.read_text().splitlines()]
+    assert {s["shot_id"] for s in samples} >= {f"{job.job_id}/shot1", f"{job.job_id}/shot2"}
+    assert not list(samples_path.parent.glob("*stale*"))  # nothing of the kept shot 1 set aside

@@ -82,36 +82,41 @@ class _ProcessState:
 
 @dataclass
 class SeriesShots:
-    """A series' shot records: those an earlier, interrupted attempt left in the journal, and
-    those this attempt measured (its telemetry samples belong to these alone)."""
+    """A series' shot records as a job goes: those an earlier, interrupted attempt left in the
+    journal (None until the journal is read), and those this attempt measured so far (its
+    telemetry samples belong to these alone)."""
 
-    resumed: list[dict[str, Any]]
-    measured: list[dict[str, Any]]
+    resumed: list[dict[str, Any]] | None = None
+    measured: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        return self.resumed + self.measured
+        return (self.resumed or []) + self.measured
 
 
 def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
     """Every shot of the series (measure_job), the journal left unpromoted."""
-    return measure_job(ctx, journal).records
+    shots = SeriesShots()
+    measure_job(ctx, journal, shots)
+    return shots.records
 
 
-def measure_job(ctx: JobContext, journal: JsonlJournal) -> SeriesShots:
-    """Run every shot of the series that the journal does not already hold. The journal is not
-    promoted: the caller does that last, once everything else the series writes is on disk."""
-    resumed = _resumable(ctx, journal)
+def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> None:
+    """Run every shot of the series that the journal does not already hold, filling `shots` as it
+    goes (so a caller still knows them when a shot's failure or Ctrl-C ends the job). The journal is
+    not promoted: the caller does that last, once everything else the series writes is on disk."""
+    shots.resumed = resumed = _resumable(ctx, journal)
+    measured = shots.measured
     skipped = prompt_of(ctx, "A").get("skipped")
     if skipped:
-        measured = [] if resumed else [_skipped_record(ctx, skipped)]  # no process started
-        for record in measured:
+        if not resumed:  # a request that does not fit: one row says so, no process started
+            record = _skipped_record(ctx, skipped)
             with _writable(journal):
                 journal.append(record)
-        return SeriesShots(resumed, measured)
+            measured.append(record)
+        return
     finished = {r["series_position"] for r in resumed}
     process_seq = 1 + max((r["process_seq"] for r in resumed), default=0)
-    measured: list[dict[str, Any]] = []
     state: _ProcessState | None = None
     engine_died = False
     try:
@@ -138,7 +143,6 @@ def measure_job(ctx: JobContext, journal: JsonlJournal) -> SeriesShots:
                 state, engine_died = None, True
     finally:
         _stop(state)
-    return SeriesShots(resumed, measured)
 
 
 # What a journal's shots must share with the series now asked for before a rerun resumes them:
@@ -163,19 +167,18 @@ def _resumable(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
 
 def resume_mismatch(ctx: JobContext, records: list[dict[str, Any]]) -> str | None:
     """What tells the journal's shots from this series' ('build_id a -> b'); None if nothing."""
-    expected = {
-        "build_id": ctx.build["build_id"],
-        "model_sha256": ctx.model["sha256"],
-        "output_tokens_requested": _output_budget(ctx),
-        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
-        "threads": ctx.settings.threads,
+    if not records:
+        return None
+    expected = {**_series_identity(ctx, 1), "threads": ctx.settings.threads}
+    prompt_pins = {
+        variant: _prompt_sha256(ctx, variant) for variant in {r.get("prompt_variant", "A") for r in records}
     }
     for record in records:
         for key in RESUME_IDENTITY:
             if key in record and record[key] != expected[key]:
                 return f"{key} {record[key]!r} -> {expected[key]!r}"
         variant = record.get("prompt_variant", "A")
-        if record.get("prompt_sha256") and record["prompt_sha256"] != _prompt_sha256(ctx, variant):
+        if record.get("prompt_sha256") and record["prompt_sha256"] != prompt_pins[variant]:
             return f"prompt_sha256 of variant {variant} differs"
     return None
 

@@ -1,7 +1,9 @@
 """A series with its telemetry: one sampler for the whole job; each shot gets a summary."""
 
+import contextlib
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,18 +103,30 @@ def run_series_with_telemetry(
     )
     recorder = TelemetryRecorder(backends, interval_s=telemetry["interval_s"])
     ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus)
-    samples_journal = JsonlJournal(telemetry_path)
-    shots = SeriesShots([], [])
+    shots = SeriesShots()
     try:
         with recorder:
-            shots = measure_job(ctx, JsonlJournal(shots_path))
+            measure_job(ctx, JsonlJournal(shots_path), shots)
     finally:
         close_backends(backends)
-        if not shots.resumed:
-            samples_journal.set_aside("stale")  # no shot of an earlier attempt is kept: nor its samples
-        samples = recorder.samples_between(-math.inf, math.inf)
-        samples_journal.append_all([tag_sample(ctx.job.job_id, s, shots.measured) for s in samples])
+        failing = sys.exc_info()[0] is not None
+        # On the way out of a failure (a full disk, say) that failure is the one to tell, not this.
+        with contextlib.suppress(OSError) if failing else contextlib.nullcontext():
+            _keep_samples(ctx.job.job_id, recorder, JsonlJournal(telemetry_path), shots)
     return shots
+
+
+def _keep_samples(
+    job_id: str, recorder: TelemetryRecorder, journal: JsonlJournal, shots: SeriesShots
+) -> None:
+    """This attempt's samples, tagged with its own shots, appended to the telemetry journal; set
+    aside first the samples of an earlier attempt none of whose shots was kept."""
+    if shots.resumed is None:
+        return  # the shots' journal was never read: nothing of this attempt to keep
+    if not shots.resumed:
+        journal.set_aside("stale")
+    samples = recorder.samples_between(-math.inf, math.inf)
+    journal.append_all([tag_sample(job_id, s, shots.measured) for s in samples])
 
 
 @dataclass(frozen=True)
