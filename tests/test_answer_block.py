@@ -8,7 +8,15 @@ import pandas as pd
 
 import whichshot.report
 from tests.shot_tables import cell, series, table
-from whichshot.figures.answer_figures import BEST_MODE, COLD_WARM_DELTA, MODES_PASSING
+from whichshot.figures.answer_figures import (
+    BEST_MODE,
+    COLD_WARM_DELTA,
+    MODES_PASSING,
+    QUIET,
+    SPEED,
+    interval_metrics,
+    quiet,
+)
 from whichshot.figures.noise import (
     BEYOND_NOISE,
     TOO_FEW,
@@ -17,7 +25,7 @@ from whichshot.figures.noise import (
     resampling_units,
 )
 from whichshot.figures.table import compute_figures
-from whichshot.report.answer import answer_block, answer_markdown
+from whichshot.report.answer import QUIET_LABEL, TOO_FEW_QUIET, answer_block, answer_markdown
 from whichshot.report.summary import render_summary
 from whichshot.report.templating import ENV
 
@@ -148,3 +156,67 @@ def test_the_answer_opens_the_summary_and_the_html_block_holds_its_rows():
     page = (Path(whichshot.report.__file__).parent / "templates" / "index.html.j2").read_text()
     title = page.index("<h1>")
     assert page.index('{% include "answer_block.html.j2" %}', title) == page.index("</h1>", title) + 6
+
+
+# --- with and without host-busy shots, side by side ----------------------------------------------
+
+BUSY = {"host_foreign_cores": 64.0}  # far above any host_busy threshold
+
+
+def test_without_busy_shots_nothing_extra_appears():
+    frame = figure_frame(*SEPARATED)
+    assert not {m for m in frame["metric"] if m.endswith(QUIET)}
+    block = answer_block(frame)
+    assert block.cells[0]["quiet"] is None and block.busy_note == ""
+    assert QUIET_LABEL not in "\n".join(answer_markdown(block))
+
+
+def test_busy_warm_shots_give_the_row_again_without_them():
+    slow = {"decode_tok_s": 20.0, **BUSY}
+    busy_series = series(WARM, [*speeds(49.0, 50.0), slow, slow, *speeds(50.5)])
+    frame = figure_frame(SEPARATED[0], busy_series, SEPARATED[2])
+    delta, calm = by_metric(frame, COLD_WARM_DELTA), by_metric(frame, quiet(COLD_WARM_DELTA))
+    busy_ids = {r["shot_id"] for r in busy_series if r.get("host_foreign_cores") == 64.0}
+    assert "host_busy" in delta["caveat_ids"] and "host_busy" not in calm["caveat_ids"]
+    assert delta["value"] == 30.25 / 42.375 - 1  # series medians 35 and 49.75
+    assert calm["value"] == 30.25 / 50.0 - 1  # series medians 50.25 and 49.75
+    assert set(calm["shot_ids"]) == set(delta["shot_ids"]) - busy_ids and len(calm["shot_ids"]) == 10
+    assert by_metric(frame, quiet(SPEED))["protocol"] == "warm"  # the cold side had no busy shot
+    assert by_metric(frame, interval_metrics(quiet(COLD_WARM_DELTA))[2])["note"] == BEYOND_NOISE
+    block = answer_block(frame)
+    (row,) = block.cells
+    assert row["quiet"]["texts"][:3] == [QUIET_LABEL, "30.2 [29.0-31.0] (4)", "50.0 [49.0-50.5] (6)"]
+    assert row["quiet"]["texts"][3].startswith("-39.5 % [-") and row["quiet"]["texts"][4] == BEYOND_NOISE
+    assert block.busy_note and calm["figure_id"] in row["quiet"]["ids"]
+    lines = answer_markdown(block)
+    assert lines[lines.index(next(x for x in lines if x.startswith("| eng · m"))) + 1].startswith(
+        f"| {QUIET_LABEL} | 30.2"
+    )
+    html = ENV.get_template("answer_block.html.j2").render(answer=block)
+    assert html.count('<tr class="quiet"') == 1 and "50.0 [49.0-50.5] (6)" in html
+
+
+def test_a_side_left_without_quiet_shots_says_so():
+    frame = figure_frame(series(COLD, speeds(30.0, 31.0), **BUSY), *SEPARATED[1:])
+    assert quiet(COLD_WARM_DELTA) not in set(frame["metric"]) and quiet(SPEED) not in set(frame["metric"])
+    (row,) = answer_block(frame).cells
+    assert row["quiet"]["texts"][1] == TOO_FEW_QUIET and row["quiet"]["texts"][3] == TOO_FEW_QUIET
+    assert row["quiet"]["texts"][2] == row["texts"][2]  # the warm side had no busy shot: its own figures
+
+
+def test_the_best_mode_without_busy_shots_is_chosen_again():
+    gate = {"task_done": True, "recall_exact": True, "lossless_vs_none": True, "first_divergence_token": None}
+    frame = figure_frame(
+        mode_series("none", 50.0, True, None),
+        series(recall("ngram_fast"), [{**gate, "decode_tok_s": 200.0 + i} for i in range(4)], **BUSY),
+        mode_series("ngram_mod", 70.0, True, True),
+    )
+    assert by_metric(frame, BEST_MODE)["spec_mode"] == "ngram_fast"
+    calm = by_metric(frame, quiet(BEST_MODE))
+    assert calm["spec_mode"] == "ngram_mod" and calm["value"] == 72.0 / 52.0
+    assert "too few quiet shots: ngram_fast" in calm["note"]
+    assert not set(table(series(recall("ngram_fast"), [{}] * 4))["shot_id"]) & set(calm["shot_ids"])
+    (row,) = answer_block(frame).workloads
+    assert row["best_mode"] == "ngram_fast"
+    assert row["quiet"]["texts"][:3] == [QUIET_LABEL, "52.0 tok/s", "ngram_mod"]
+    assert row["quiet"]["texts"][3].startswith("×1.38 [×")

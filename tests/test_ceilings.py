@@ -3,6 +3,7 @@
 figures on a hand-made run, and the CPU probe's arithmetic."""
 
 import json
+import threading
 
 import gguf
 import numpy as np
@@ -213,3 +214,98 @@ def test_a_gpu_cell_runs_against_our_probe_of_its_gpu_where_there_is_one():
     )
     table_only, _ = ceiling([gpu])
     assert table_only.value == pytest.approx(4.8e12 / (1e8 + 1e4 * 72))
+
+
+# Issue 33: ceilings that are upper bounds.
+def test_prefill_parameters_leave_out_the_head_the_embedding_and_the_last_layers_ffn(tmp_path):
+    for tied in (False, True):
+        traffic = model_traffic(_write(tmp_path / f"tied-{tied}.gguf", tied=tied))
+        # every layer's attention, every FFN but the last layer's (its rows reduce to the logits' token)
+        params = LAYERS * PER_LAYER_ATTENTION + (LAYERS - 1) * PER_LAYER_FFN
+        assert traffic["prefill_parameters_per_token"] == pytest.approx(params)
+        assert traffic["active_parameters_per_token"] > params + VOCAB * EMBD - 1  # decode counts the head
+        assert traffic["prefill_matrix_parameters_by_type"] == {"F32": pytest.approx(params)}
+
+
+KERNELS = {"Q4_1": {"samples_s": [0.5, 0.25], "flops_per_run": 5e10},  # 200 GFLOP/s at best
+           "Q6_K": {"samples_s": [0.2], "flops_per_run": 8e10}}  # 400 GFLOP/s  # fmt: skip
+
+
+def _kernel_probe(weight_type: str) -> dict:
+    return {"engine": "eng", "weight_type": weight_type, "build_id": "b1", "hostname": "h",
+            "measured_at_unix_s": 0.0, "not_measured": None, "device": "cpu", "argv": ["llama-bench"],
+            "method": "pp512", **KERNELS[weight_type]}  # fmt: skip
+
+
+def _prefill(probe: dict, traffic: dict) -> dict:
+    shots = series(cell(protocol="cold"), [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 3)
+    figures, caveats = compute_figures(pd.DataFrame(shots), [], 0.7, [probe], traffic)
+    found = {f.metric: f for f in figures if f.shot_index is None}
+    return found, {c["caveat_id"]: c for c in caveats}
+
+
+MIXED = {"m": {**TRAFFIC["m"], "prefill_parameters_per_token": 6e7,
+               "prefill_matrix_parameters_by_type": {"Q4_1": 3e7, "Q6_K": 3e7}}}  # fmt: skip
+
+
+def test_the_prefill_ceiling_prefers_the_engines_kernels_at_the_models_weight_types():
+    probe = {**HARDWARE, "engine_kernels": [_kernel_probe("Q4_1"), _kernel_probe("Q6_K")]}
+    found, _ = _prefill(probe, MIXED)
+    assert found["cpu_engine_matmul_q4_1_flop_s"].value == pytest.approx(2e11)
+    assert found["cpu_engine_matmul_q4_1_flop_s"].kind == "measured"
+    mixed = found["cpu_engine_matmul_flop_s"]  # half the work at 200, half at 400 GFLOP/s
+    assert mixed.value == pytest.approx(6e7 / (3e7 / 2e11 + 3e7 / 4e11)) and mixed.kind == "derived"
+    ceiling = found["prefill_ceiling_tok_s"]
+    assert ceiling.value == pytest.approx(mixed.value / (2 * 6e7 + 1e5 * 32))  # no head: 6e7, not 1e8
+    assert mixed.figure_id in ceiling.input_figure_ids and "m/prefill_parameters_per_token" in (
+        ceiling.input_figure_ids
+    )
+
+
+def test_without_every_type_measured_the_prefill_ceiling_falls_back_to_the_gemm():
+    failed = {**_kernel_probe("Q6_K"), "not_measured": "llama-bench failed"}
+    found, _ = _prefill({**HARDWARE, "engine_kernels": [_kernel_probe("Q4_1"), failed]}, MIXED)
+    assert "cpu_engine_matmul_flop_s" not in found and "cpu_engine_matmul_q6_k_flop_s" not in found
+    assert found["prefill_ceiling_tok_s"].value == pytest.approx(4e11 / (2 * 6e7 + 1e5 * 32))
+
+
+def test_a_share_above_one_is_flagged_except_a_drafted_decodes():
+    slow_peaks = {**HARDWARE, "cpu": {**HARDWARE["cpu"], "copy_bandwidth_bytes_s": 1e9,
+                                      "copy_samples_s": [0.5], "gemm_flop_s": 1e10,
+                                      "gemm_samples_s": [2.0]}}  # fmt: skip
+    speeds = [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 3
+    for spec_mode, expected in (("none", {"decode_tok_s", "prefill_tok_s"}), ("ngram", {"prefill_tok_s"})):
+        shots = series(cell(protocol="cold", spec_mode=spec_mode), speeds)
+        figures, caveats = compute_figures(pd.DataFrame(shots), [], 0.7, [slow_peaks], TRAFFIC)
+        shares = {f.metric: f for f in figures if f.metric.endswith("_share_of_ceiling")}
+        assert shares["decode_share_of_ceiling"].value > 1 and shares["prefill_share_of_ceiling"].value > 1
+        (caveat,) = [c for c in caveats if c["caveat_id"] == "share_above_ceiling"]
+        assert set(caveat["columns"]) == expected
+        flagged = {m for m, f in shares.items() if "share_above_ceiling" in f.caveat_ids}
+        assert flagged == {f"{c.removesuffix('_tok_s')}_share_of_ceiling" for c in expected}
+    within = series(cell(protocol="cold"), [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 3)
+    _, caveats = compute_figures(pd.DataFrame(within), [], 0.7, [HARDWARE], TRAFFIC)
+    assert "share_above_ceiling" not in {c["caveat_id"] for c in caveats}
+
+
+def test_the_copy_probe_splits_the_buffer_across_the_engines_threads(monkeypatch):
+    calls: list[tuple[int, int]] = []  # (thread, bytes) of every copy
+    real_copyto = np.copyto
+
+    def copyto(target, source):
+        calls.append((threading.get_ident(), target.nbytes))
+        return real_copyto(target, source)
+
+    monkeypatch.setattr(np, "copyto", copyto)
+    probe = probe_cpu(threads=3)
+    assert probe["copy_threads"] == 3 and "3 thread(s)" in probe["copy_method"]
+    main, whole = threading.get_ident(), 256 * 1024 * 1024
+    assert {size for thread, size in calls if thread == main} == {whole}  # the one-thread copies
+    pool = [(thread, size) for thread, size in calls if thread != main]
+    assert len(pool) == 3 * 5 and sum(size for _, size in pool) == 5 * whole  # thirds, every repeat
+    assert max(size for _, size in pool) <= whole // 3 + 8
+    assert len({thread for thread, _ in pool}) >= 2  # the pool's threads, not one after another
+    assert probe["copy_bandwidth_bytes_s"] == pytest.approx(2 * whole / min(probe["copy_samples_s"]))
+    assert probe["copy_one_thread_bandwidth_bytes_s"] == pytest.approx(
+        2 * whole / min(probe["copy_one_thread_samples_s"])
+    )

@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 
+from tests import pipeline
 from tests.shot_tables import cell, series, table
 from whichshot.measure.estimate import DEFAULT_SPEEDS, estimate_series, load_config, main, summary_lines
 
@@ -73,3 +74,16 @@ def test_the_command_prints_one_estimate_per_config(capsys, tmp_path):
     assert [h.split(":")[0] for h in heads] == ["default-cpu", "full-cpu"]
     minutes = int(heads[0].split("about ")[1].split(" min")[0])
     assert 0 < minutes < 60
+
+
+def test_a_dry_run_of_the_workflow_prints_the_estimate_and_a_listing_does_not(tmp_path):
+    given = pipeline.load_config("smoke")
+    config = pipeline.filled_config("smoke")
+    dry = pipeline.run_pipeline(tmp_path, given, "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    (told,) = [line for line in dry.stderr.splitlines() if line.startswith("Estimated duration: ")]
+    head = summary_lines(config, estimate_series(config))[0]  # no earlier results in tmp_path
+    assert told == f"Estimated duration: {head}"
+    assert "not counted: model downloads" in dry.stderr
+    listing = pipeline.run_pipeline(tmp_path, given, "--list-rules")  # parses the workflow, runs nothing
+    assert listing.returncode == 0 and "Estimated duration" not in listing.stderr + listing.stdout

@@ -11,6 +11,7 @@ from whichshot.claims.check import check_claims
 from whichshot.claims.load import Claim
 from whichshot.figures.table import compute_figures
 from whichshot.report import plots
+from whichshot.report.render import render_report
 from whichshot.report.summary import workload_table
 from whichshot.report.tables import build_tables
 
@@ -133,3 +134,30 @@ def test_a_claim_resting_on_a_nominal_clock_is_not_checkable_here():
     assert verdict["verdict"].startswith(
         "not comparable here: not checkable here: the CPU clock was not measured"
     )
+
+
+# --- a trace: each request's speed-up follows the same gate ---------------------------------------
+
+
+def trace_request(request_id: str, mode: str, values: dict) -> list[dict]:
+    of = cell(workload="trace", trace="t", request_id=request_id, spec_mode=mode, protocol="cold",
+              prompt_tokens_requested=None)  # fmt: skip
+    return series(of, [{"output_tokens": 100, **values}] * 2)
+
+
+def test_a_trace_request_whose_output_is_lossy_has_its_speed_up_struck():
+    base = {"decode_tok_s": 20.0, "lossless_vs_none": None}
+    faithful = {"decode_tok_s": 23.0, "lossless_vs_none": True, "first_divergence_token": None}
+    lossy = {"decode_tok_s": 23.0, "lossless_vs_none": False, "first_divergence_token": 3}
+    shots = table(trace_request("r1", "none", base), trace_request("r2", "none", base),
+                  trace_request("r1", "ngram", faithful), trace_request("r2", "ngram", lossy))  # fmt: skip
+    found, caveats = compute_figures(shots, [], 0.7)
+    frame = pd.DataFrame([f.as_row() for f in found])
+    rows = {r["request_id"]: r for r in build_tables(frame).trace_requests if r["spec_mode"] == "ngram"}
+    assert rows["r2"]["speedup_set_apart"] and rows["r2"]["speedup_gate"] == "lossy"
+    assert not rows["r1"]["speedup_set_apart"]
+    runs = {"builds": [], "models": []}
+    html = render_report(frame, pd.DataFrame(caveats), shots, runs, [], "t")
+    struck = html.split('<td class="n apart" title="')[1:]
+    assert len(struck) == 1 and struck[0].startswith("lossy: output not lossless")
+    assert rows["r2"]["cells"]["speedup_vs_none"]["figure_id"] in struck[0].split("</td>")[0]

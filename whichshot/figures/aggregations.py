@@ -176,12 +176,20 @@ def decode_ceiling(rows, columns, params, inputs=()) -> float | None:
 
 
 def prefill_ceiling(rows, columns, params, inputs=()) -> float | None:
-    """compute / (2 x active parameters + attention FLOPs per context token x prompt / 2)."""
+    """compute / (2 x parameters per prompt token + attention FLOPs per context token x prompt / 2)."""
     compute, parameters, attention = inputs
     (prompt,) = _medians(rows, columns)
     if None in (compute, parameters, attention, prompt):
         return None
     return compute / (2 * parameters + attention * prompt / 2)
+
+
+def harmonic_mix(values, params) -> float | None:
+    """The peak of mixed work: total weight / sum of (each part's weight / its own peak)."""
+    weights = params["weights"]
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    return sum(weights) / sum(w / v for w, v in zip(weights, values, strict=True))
 
 
 def dram_bytes_moved(rows, columns, params, inputs=()) -> float | None:
@@ -251,6 +259,50 @@ def highest_over_input(rows, columns, params, inputs=()) -> float | None:
     return max(values) / inputs[0] if values and inputs and inputs[0] else None
 
 
+def verify_cost_ratio(values, params) -> float | None:
+    """Seconds of one step over a batch of `width` tokens / of one token, from the tool's tok/s
+    samples at each width: (width / mean wide tok/s) / (1 / mean one-token tok/s)."""
+    one, wide = params["samples_one_tok_s"], params["samples_wide_tok_s"]
+    if not one or not wide:
+        return None
+    return params["width"] * statistics.fmean(one) / statistics.fmean(wide)
+
+
+def _verify_steps(row: pd.Series) -> float | None:
+    """A shot's verification steps that had a draft: accepted / (mean len - 1), the engine's mean
+    length being (accepted + steps) / steps; else the server's drafts counter; none drafted: 0."""
+    if not row["engine_draft_tokens"]:
+        return 0.0
+    mean_len = row["engine_draft_mean_len"]
+    if pd.notna(mean_len) and mean_len > 1:
+        return round(row["engine_draft_accepted"] / (mean_len - 1))
+    drafts = row["server_spec_drafts_delta"]
+    return float(drafts) if pd.notna(drafts) else None
+
+
+def speculative_speedup(rows, columns, params, inputs=()) -> float | None:
+    """Decode tokens / (plain steps + verify steps x r): each verify step emits its accepted drafts
+    plus the target's own token and costs r = t(k+1)/t(1) one-token steps, r interpolated linearly
+    from 1 at one token to the measured ratio at the cap's width, at the cell's mean draft k."""
+    (ratio_at_cap,) = inputs
+    needed = rows.dropna(subset=["output_tokens", "engine_draft_tokens", "engine_draft_accepted"])
+    steps = [_verify_steps(row) for _, row in needed.iterrows()]
+    if ratio_at_cap is None or needed.empty or None in steps:
+        return None
+    decoded = float((needed["output_tokens"] - 1).sum())  # the first token came with the prefill
+    drafted, accepted, verify_steps = (
+        needed["engine_draft_tokens"].sum(),
+        needed["engine_draft_accepted"].sum(),
+        sum(steps),
+    )
+    if verify_steps == 0:
+        return 1.0
+    mean_draft = drafted / verify_steps
+    ratio = 1 + (ratio_at_cap - 1) * mean_draft / params["cap"]
+    plain_steps = decoded - accepted - verify_steps
+    return decoded / (plain_steps + verify_steps * ratio)
+
+
 AGGREGATIONS = {
     a.name: a
     for a in (
@@ -278,8 +330,11 @@ AGGREGATIONS = {
         Aggregation("model_file_fact", "source", given),
         Aggregation("decode_ceiling", "shots", decode_ceiling, rests_on_a_model=True),
         Aggregation("prefill_ceiling", "shots", prefill_ceiling, rests_on_a_model=True),
+        Aggregation("harmonic_mix", "figures", harmonic_mix),
         Aggregation("dram_bytes_moved", "shots", dram_bytes_moved, rests_on_a_model=True),
         Aggregation("ratio", "figures", ratio),
+        Aggregation("verify_cost_ratio", "source", verify_cost_ratio),
+        Aggregation("speculative_speedup", "shots", speculative_speedup, rests_on_a_model=True),
         Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
         Aggregation("relative_gap", "figures", relative_gap),
         Aggregation("lowest_over_input", "shots", lowest_over_input),

@@ -3,12 +3,16 @@ so a bare 47.3 tok/s sits at the bandwidth wall and 381 needs more tokens per we
 
 Decode ceiling = peak bandwidth / bytes read per generated token (the weights one token touches,
 plus the KV cache at the cell's mean context). Prefill ceiling = peak compute / FLOPs per prompt
-token (2 x active parameters, plus attention over the mean context P/2). Peaks are this CPU's,
-measured by our probe, or the GPU's, from a cited table (assumed); the per-token costs come from
-the model's GGUF file. A ceiling rests on that model of the machine: it is inferred, and so is
-every share of it. A share above 1 means more than one token per weight read (drafting).
+token (2 x the parameters a prompt token multiplies: no output head, no last-layer FFN; plus
+attention over the mean context P/2). Peaks are this CPU's, measured by our probes (the copy on the
+engines' threads; on CPU the compute peak of the engine's own kernels at the model's weight types,
+else a float32 GEMM), or the GPU's, from a cited table (assumed); the per-token costs come from the
+model's GGUF file. A ceiling rests on that model of the machine: it is inferred, and so is every
+share of it. A share above 1 is a defect of the ceiling (caveat share_above_ceiling), except a
+drafted decode's: more than one token per weight read.
 """
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,23 +21,27 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, cell_id, group_cells
 from whichshot.telemetry.gpus import NO_GPU_ENGINE
 
-# (metric, probe key of the measured samples, the work each sample did: key or constant)
-# (metric suffix, probe key of the measured samples, its method key, unit): our probes' peaks
+# (metric suffix, probe key of the measured samples, its method key, unit): our probes' peaks (a key
+# an older probe lacks gives no figure)
 _PROBED = (
     ("copy_bandwidth_bytes_s", "copy_samples_s", "copy_method", "B/s"),
+    ("copy_one_thread_bandwidth_bytes_s", "copy_one_thread_samples_s", "copy_one_thread_method", "B/s"),
     ("gemm_flop_s", "gemm_samples_s", "gemm_method", "FLOP/s"),
 )
 _MODEL_FACTS = (
     ("weight_bytes_per_token", "B"),
     ("kv_bytes_per_context_token", "B"),
     ("active_parameters_per_token", "parameters"),
+    ("prefill_parameters_per_token", "parameters"),
     ("attention_flops_per_context_token", "FLOP"),
 )
+# The engine's kernels: each ggml type's measured peak, and a model's mix of them (cell engine, model)
+ENGINE_MATMUL = "engine_matmul_flop_s"
 PROBE_FILE = "results/hardware/probe.json"  # an older probe's, which does not name its file
 # device -> (bandwidth peak, compute peak) metrics, first choice first: a cell runs against our own
 # probe of its device where there is one, else (GPU) the vendor's table
 _PEAKS = {
-    "cpu": (("cpu_copy_bandwidth_bytes_s",), ("cpu_gemm_flop_s",)),
+    "cpu": (("cpu_copy_bandwidth_bytes_s",), (f"cpu_{ENGINE_MATMUL}", "cpu_gemm_flop_s")),
     "gpu": (
         ("gpu_copy_bandwidth_bytes_s", "gpu_peak_bandwidth_bytes_s"),
         ("gpu_gemm_flop_s", "gpu_peak_flop_s"),
@@ -58,17 +66,22 @@ def ceiling_figures(catalog: Catalog) -> list[figure.Figure]:
         return []
     machines = probed_machines(catalog.probes)
     peaks = {cell_id(machine.cell): _peaks(machine) for machine in machines}
+    pairs = set(catalog.shots[["engine", "model"]].itertuples(index=False, name=None))
+    kernels = {cell_id(m.cell): _kernel_peaks(m) for m in machines}
+    mixes = {key: _kernel_mixes(kernels[key], pairs, catalog.traffic) for key in kernels}
     facts = {
         model: {f.metric: f for f in _model_facts(model, traffic)}
         for model, traffic in catalog.traffic.items()
     }
     figures = [f for per_machine in peaks.values() for f in per_machine.values()]
+    figures += [f for per_machine in (*kernels.values(), *mixes.values()) for f in per_machine.values()]
     figures += [f for per_model in facts.values() for f in per_model.values()]
     for cell, rows in group_cells(catalog.shots):
         machine = machine_of(machines, set(rows["hostname"]))
         device = _device(rows, machine.gpu) if machine else None
         if cell["model"] in facts and device and (rows["status"] == "ok").any():
-            theirs = peaks[cell_id(machine.cell)]
+            mix = mixes[cell_id(machine.cell)].get((cell["engine"], cell["model"]))
+            theirs = {**peaks[cell_id(machine.cell)], **({mix.metric: mix} if mix else {})}
             figures += _cell_ceilings(catalog, cell, rows, _PEAKS[device], theirs, facts[cell["model"]])
     return figures
 
@@ -119,6 +132,8 @@ def _probed(device: str, probe: dict[str, Any], name: str, cell: Cell, source: s
     """Our probe's peaks of one device (measured): its work over its fastest repetition."""
     found = []
     for suffix, samples, method, unit in _PROBED:
+        if samples not in probe:
+            continue
         work = probe[suffix] * min(probe[samples])
         found.append(
             figure.from_source(
@@ -161,6 +176,61 @@ def _gpu_peaks(gpu: dict[str, Any], cell: Cell) -> list[figure.Figure]:
     return found
 
 
+def _kernel_peaks(machine: Machine) -> dict[tuple[str, str], figure.Figure]:
+    """(engine, ggml type) -> the measured peak of the engine's kernels of that type on this machine."""
+    source = f"engine-kernel-probe:{machine.probe.get('file', PROBE_FILE)}"
+    found = {}
+    for probe in machine.probe.get("engine_kernels", []):
+        if probe.get("not_measured") is not None:
+            continue  # the probe file says why; no value
+        engine, weight_type = probe["engine"], probe["weight_type"]
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(probe["measured_at_unix_s"]))
+        found[(engine, weight_type)] = figure.from_source(
+            f"{probe['device']}_engine_matmul_{weight_type.lower()}_flop_s",
+            "probe_best",
+            {"samples_s": probe["samples_s"], "work": probe["flops_per_run"]},
+            [f"{source}#{engine}/{weight_type}"],
+            "FLOP/s",
+            cell={**machine.cell, "engine": engine},
+            formula=f"work / fastest repetition: {probe['method']}; argv {' '.join(probe['argv'])}; "
+            f"build {probe['build_id']}",
+            computed_by=ceiling_figures,
+            timed_by="llama-bench, run by our engine-kernel probe",
+            which_shot=f"our probe of {engine}'s {weight_type} kernels on {probe['hostname']}, {when}",
+        )
+    return found
+
+
+def _kernel_mixes(
+    kernels: dict[tuple[str, str], figure.Figure],
+    pairs: set[tuple[str, str]],
+    traffic: dict[str, dict[str, Any]],
+) -> dict[tuple[str, str], figure.Figure]:
+    """(engine, model) -> the engine's kernel peak over the model's mix of weight types (derived), for
+    each pair whose every type was measured on the machine of `kernels`."""
+    found = {}
+    for engine, model in sorted(pairs):
+        mix = traffic.get(model, {}).get("prefill_matrix_parameters_by_type") or {}
+        parts = [(kernels.get((engine, t)), weight) for t, weight in sorted(mix.items())]
+        if not parts or any(peak is None for peak, _ in parts):
+            continue
+        inputs = [peak for peak, _ in parts]
+        words = ", ".join(f"{t} {w:.3g}" for t, w in sorted(mix.items()))
+        mixed = figure.from_figures(
+            f"{inputs[0].metric.split('_')[0]}_{ENGINE_MATMUL}",
+            inputs,
+            "harmonic_mix",
+            unit="FLOP/s",
+            cell={**inputs[0].axes, "model": model},
+            parameters={"weights": [weight for _, weight in parts]},
+            formula=f"the model's prefill-matrix parameters / sum over its weight types of (parameters / "
+            f"that type's engine-kernel peak); parameters per prompt token by type: {words}",
+            computed_by=ceiling_figures,
+        )
+        found[(engine, model)] = mixed
+    return found
+
+
 def _model_facts(model: str, traffic: dict[str, Any]) -> list[figure.Figure]:
     return [
         figure.from_source(
@@ -176,6 +246,7 @@ def _model_facts(model: str, traffic: dict[str, Any]) -> list[figure.Figure]:
             which_shot="no shot: the model file",
         )
         for metric, unit in _MODEL_FACTS
+        if metric in traffic  # an older run's file lacks the newer facts
     ]
 
 
@@ -191,7 +262,9 @@ def _cell_ceilings(
     selection = catalog.rule(cell["protocol"]).select(rows, "prompt_tokens")
     found = []
     decode_costs = [facts["weight_bytes_per_token"], facts["kv_bytes_per_context_token"]]
-    prefill_costs = [facts["active_parameters_per_token"], facts["attention_flops_per_context_token"]]
+    # An older traffic file has no parameters per prompt token: its ceiling counts the head (too low).
+    parameters = facts.get("prefill_parameters_per_token", facts["active_parameters_per_token"])
+    prefill_costs = [parameters, facts["attention_flops_per_context_token"]]
     plans = (
         ("decode", bandwidth, ["prompt_tokens", "output_tokens"], decode_costs, "decode_ceiling"),
         ("prefill", compute, ["prompt_tokens"], prefill_costs, "prefill_ceiling"),
@@ -208,7 +281,7 @@ def _cell_ceilings(
             columns,
             unit="tok/s",
             inputs=[peak, *costs],
-            formula=_CEILING_WORDS[phase].format(peak=peak.metric),
+            formula=_CEILING_WORDS[phase].format(peak=peak.metric, parameters=parameters.metric),
             computed_by=ceiling_figures,
         )
         share = figure.from_figures(
@@ -229,6 +302,6 @@ def _cell_ceilings(
 _CEILING_WORDS = {
     "decode": "{peak} / (weight bytes per token + KV bytes per context token x (median prompt tokens + "
     "median output tokens / 2)) over the cell's rule's shots",
-    "prefill": "{peak} / (2 x active parameters per token + attention FLOPs per context token x median "
-    "prompt tokens / 2) over the cell's rule's shots",
+    "prefill": "{peak} / (2 x {parameters} + attention FLOPs per context token x median prompt tokens / 2) "
+    "over the cell's rule's shots",
 }

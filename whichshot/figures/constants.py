@@ -4,6 +4,8 @@ uses one reads it from figures.parquet like any other number."""
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from whichshot.figures import figure
 from whichshot.figures.statistic import ROBUST_Z_THRESHOLD
 from whichshot.measure.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
@@ -17,7 +19,14 @@ CLOCK_DROP_FRACTION = 0.03
 CLIENT_ENGINE_TOLERANCE = 0.01
 # Our prefill (engine-timed, warm) and llama-bench's pp may differ by this much.
 BENCH_TOLERANCE = 0.03
-# Average cores of other work during a shot above which its figures carry host_busy.
+# Other work competes with the engine once it exceeds the cores the engine leaves idle (the host's
+# logical cores - the engine's threads - the harness) by more than a noise margin
+# (busy_threshold_cores). The harness (client and telemetry) stays under 1 % of one core (DESIGN).
+BUSY_HARNESS_CORES = 0.01
+# Idle 2-core reference runs whose engine took both cores read 0.019-0.056 cores median, at most
+# 0.09 at the 90th percentile (results/reference/cpu_*) and 0.051 at most in the cleanest (cpu_first_run).
+BUSY_MARGIN_CORES = 0.1
+# Shots that record no core count or engine threads (older rows) keep the old fixed threshold.
 BUSY_CORES = 0.25
 # NVML's energy counter moved in steps of about this much on the H200 (tools/bench_sampler.py):
 # a shot's energy is uncertain by up to one step at each end.
@@ -45,6 +54,14 @@ SELF_REPETITION_DOMINANT = 0.3
 # A drafter whose state carries across requests (n-gram) learnt from earlier ones when its warm
 # acceptance exceeds a process's first request's by more than this (points of accepted / drafted).
 DRAFTER_WARM_ACCEPTANCE_MARGIN = 0.05
+
+
+def busy_threshold_cores(cpu_count: float | None, threads: float | None) -> float:
+    """Average cores of other work during a shot above which it competed with the engine: the idle
+    cores the engine leaves plus the noise margin; the fixed BUSY_CORES where either is not recorded."""
+    if cpu_count is None or threads is None or pd.isna(cpu_count) or pd.isna(threads):
+        return BUSY_CORES
+    return max(0.0, float(cpu_count) - float(threads) - BUSY_HARNESS_CORES) + BUSY_MARGIN_CORES
 
 
 @dataclass(frozen=True)
@@ -113,10 +130,24 @@ CONSTANTS = (
         "|robust z| (0.6745 (x - median) / MAD, within a series of 5+ shots) above this is an outlier",
     ),
     Constant(
+        "host_busy_margin_cores",
+        BUSY_MARGIN_CORES,
+        "cores",
+        "other work on the host (average over a shot) above the cores the engine leaves idle (logical cores "
+        "- engine threads - host_busy_harness_cores) by more than this fires host_busy",
+    ),
+    Constant(
+        "host_busy_harness_cores",
+        BUSY_HARNESS_CORES,
+        "cores",
+        "cores the harness (client and telemetry) takes from those the engine leaves idle, in host_busy",
+    ),
+    Constant(
         "host_busy_cores",
         BUSY_CORES,
         "cores",
-        "other work on the host above this (average over a shot) fires host_busy",
+        "other work on the host above this (average over a shot) fires host_busy where the shot records no "
+        "core count or engine threads (older rows)",
     ),
     Constant(
         "power_counter_agreement",

@@ -24,6 +24,7 @@ from whichshot.figures.figure import Figure
 from whichshot.figures.load_figures import load_figures
 from whichshot.figures.node_figures import node_figures
 from whichshot.figures.outlier_figures import outlier_figures
+from whichshot.figures.speedup_model_figures import speedup_model_figures
 from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
 from whichshot.measure.aggregate import read_shots, upgrade_shots
@@ -41,6 +42,7 @@ FAMILIES = (
     ceiling_figures,
     load_figures,
     workload_figures,
+    speedup_model_figures,  # after the speed-ups it explains
     answer_figures,  # after the cells' decode figures, the speed-ups and their gates
     trace_figures,
     engine_figures,

@@ -161,6 +161,13 @@ def load_config(path: Path) -> dict[str, Any]:
     return check_config(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
 
 
+def estimate_words(config: dict[str, Any], shots_path: Path = DEFAULT_SHOTS) -> str:
+    """The estimate of a checked config, at the speeds of `shots_path` where it exists (what a dry run
+    of the workflow prints)."""
+    shots = pd.read_parquet(shots_path) if Path(shots_path).exists() else None
+    return "\n".join(summary_lines(config, estimate_series(config, shots)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configfile", type=Path, action="append", required=True)
@@ -168,10 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--shots", type=Path, default=DEFAULT_SHOTS, help="earlier results to take speeds from"
     )
     args = parser.parse_args(argv)
-    shots = pd.read_parquet(args.shots) if args.shots.exists() else None
     for path in args.configfile:
-        config = load_config(path)
-        print("\n".join(summary_lines(config, estimate_series(config, shots))))
+        print(estimate_words(load_config(path), args.shots))
     return 0
 
 

@@ -1,10 +1,12 @@
 """Peak bandwidth and compute of the machine the shots ran on: measured where we can, from a cited
 table where we cannot.
 
-CPU (measured, by us): the best of several copies of a buffer far larger than the caches, counted
-as bytes read plus bytes written per second; and the best of several float32 matrix products
-(numpy's BLAS, every core), counted as 2 n^3 FLOPs per second. Neither is the quantised kernel an
-engine runs; both are what this machine's memory and cores deliver to a simple, well-tuned loop.
+CPU (measured, by us): the best of several copies of a buffer far larger than the caches, split
+across as many threads as the engines use (one core alone cannot draw the memory's bandwidth; numpy
+releases the GIL while it copies), counted as bytes read plus bytes written per second, and the
+same copy on one thread; and the best of several float32 matrix products (numpy's BLAS, every core),
+counted as 2 n^3 FLOPs per second. The GEMM is not the quantised kernel an engine runs: the engine's
+own kernels are timed by measure/kernel_probe.py, and the ceilings prefer those.
 GPU: the vendor's peak for the NVML device name, from schemas/hardware_peaks.yaml (assumed), and,
 where PyTorch with CUDA is installed, our own probe of the first visible GPU (measured): the best
 of several device-to-device copies (bytes read plus written per second) and bf16 matrix products
@@ -12,6 +14,7 @@ of several device-to-device copies (bytes read plus written per second) and bf16
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -25,21 +28,39 @@ GEMM_N = 1024
 GEMM_REPEATS = 5
 
 
-def probe_cpu() -> dict[str, Any]:
-    """This CPU's copy bandwidth and float32 GEMM throughput (the best repetition of each)."""
+def probe_cpu(threads: int = 1) -> dict[str, Any]:
+    """This CPU's copy bandwidth on `threads` threads (the engines') and on one, and its float32
+    GEMM throughput (the best repetition of each)."""
     source = np.ones(COPY_BYTES // 8, dtype=np.float64)
     target = np.empty_like(source)
-    copies = [_timed(lambda: np.copyto(target, source)) for _ in range(COPY_REPEATS)]
+    one_thread = [_timed(lambda: np.copyto(target, source)) for _ in range(COPY_REPEATS)]
+    copies = threaded_copies(target, source, threads)
     a = np.random.default_rng(0).standard_normal((GEMM_N, GEMM_N), dtype=np.float32)
     products = [_timed(lambda: a @ a) for _ in range(GEMM_REPEATS)]
     return {
         "copy_bandwidth_bytes_s": 2 * COPY_BYTES / min(copies),
         "copy_samples_s": copies,
-        "copy_method": f"numpy copyto of {COPY_BYTES} bytes, best of {COPY_REPEATS}: (read + write) / time",
+        "copy_threads": threads,
+        "copy_method": f"numpy copyto of {COPY_BYTES} bytes split across {threads} thread(s), best of "
+        f"{COPY_REPEATS}: (read + write) / time",
+        "copy_one_thread_bandwidth_bytes_s": 2 * COPY_BYTES / min(one_thread),
+        "copy_one_thread_samples_s": one_thread,
+        "copy_one_thread_method": f"numpy copyto of {COPY_BYTES} bytes on one thread, best of "
+        f"{COPY_REPEATS}: (read + write) / time",
         "gemm_flop_s": 2 * GEMM_N**3 / min(products),
         "gemm_samples_s": products,
         "gemm_method": f"numpy float32 {GEMM_N}x{GEMM_N} matmul, best of {GEMM_REPEATS}: 2 n^3 / time",
     }
+
+
+def threaded_copies(target: np.ndarray, source: np.ndarray, threads: int) -> list[float]:
+    """Seconds of each of COPY_REPEATS copies of `source` into `target`, each thread copying its own
+    contiguous slice; the threads start before the clock does."""
+    parts = list(zip(np.array_split(target, threads), np.array_split(source, threads), strict=True))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(lambda _: None, range(threads)))  # every worker started, off the clock
+        copy = lambda: list(pool.map(lambda part: np.copyto(*part), parts))  # noqa: E731
+        return [_timed(copy) for _ in range(COPY_REPEATS)]
 
 
 def _timed(work) -> float:
@@ -127,10 +148,10 @@ def _cuda_timed(torch: Any, work, warmups: int = 3, repeats: int = 10) -> list[f
     return seconds
 
 
-def probe_hardware(file: str, node: str | None = None) -> dict[str, Any]:
+def probe_hardware(file: str, node: str | None = None, threads: int = 1) -> dict[str, Any]:
     """What the ceilings need, for `file` (results/hardware/probe*.json). `node` is the placement
     node it was asked to read: recorded only where it ran there (its Slurm node), since outside
-    Slurm every node's probe reads this one machine."""
+    Slurm every node's probe reads this one machine. `threads`: the most CPU threads an engine uses."""
     from whichshot.host import host_identity
 
     gpus = [{**gpu, "peaks": gpu_peaks(gpu["name"])} for gpu in visible_gpus()]
@@ -139,4 +160,4 @@ def probe_hardware(file: str, node: str | None = None) -> dict[str, Any]:
         gpus[0]["measured"] = measured  # CUDA's device 0: the one NVML lists first where both see one GPU
     host = host_identity()
     on_node = node if host["slurm_node"] == node else None
-    return {"host": host, "node": on_node, "file": file, "cpu": probe_cpu(), "gpus": gpus}
+    return {"host": host, "node": on_node, "file": file, "cpu": probe_cpu(threads), "gpus": gpus}

@@ -38,7 +38,8 @@ def series_seconds(shots: pd.DataFrame, telemetry: pd.DataFrame, bench_dir: Path
         "rests and preconditioning": float(shots["rest_s"].fillna(0).sum() + _precondition_s(shots)),
     }
     parts["series, other (stops, gaps, telemetry)"] = max(0.0, float(window) - sum(parts.values()))
-    parts["llama-bench brackets"] = _bench_seconds(bench_dir)
+    parts["llama-bench brackets"] = _bench_seconds(bench_dir, "brackets")
+    parts["verification-cost probes"] = _bench_seconds(bench_dir, "verify_cost")
     return parts
 
 
@@ -49,11 +50,14 @@ def _precondition_s(shots: pd.DataFrame) -> float:
     return float(shots.groupby("job_id")["precondition_s"].first().fillna(0).sum())
 
 
-def _bench_seconds(bench_dir: Path) -> float:
+def _bench_seconds(bench_dir: Path, key: str) -> float:
+    """Seconds of the tool's runs a series' bench record keeps under `key` (a list or one run)."""
     total = 0.0
     for record in bench_dir.glob("*.json"):
-        for bracket in json.loads(record.read_text()).get("brackets", []):
-            total += bracket["t_end_mono_s"] - bracket["t_start_mono_s"]
+        runs = json.loads(record.read_text()).get(key) or []
+        for run in runs if isinstance(runs, list) else [runs]:
+            if "t_end_mono_s" in run:  # a probe that did not run has no times
+                total += run["t_end_mono_s"] - run["t_start_mono_s"]
     return total
 
 

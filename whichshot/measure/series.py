@@ -13,6 +13,7 @@ from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.machine_lock import measurement_lock
 from whichshot.measure.process import process_tree
 from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
+from whichshot.measure.verify_cost import run_verify_probe, verify_plan
 from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot
 from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
 from whichshot.telemetry.gpus import GpuChoice, check_engine_gpus
@@ -141,15 +142,19 @@ class SeriesOutputs:
 def measure_series(
     ctx: JobContext, outputs: SeriesOutputs, telemetry: dict[str, Any], bench: dict[str, Any]
 ) -> None:
-    """The whole job: the series under its telemetry, bracketed by llama-bench, holding the
+    """The whole job: the series under its telemetry, bracketed by llama-bench (a drafted series
+    followed by its verification-cost probe), holding the
     series' journal and the machine's measurement lock; the journals get their final names last,
     the shots after everything else, so a failure before that (a kill in the after-bracket, a full
     disk for bench.json) leaves every finished shot to the rerun."""
     plan, not_run = plan_for(ctx, bench)
     with JsonlJournal(outputs.shots).locked(), measurement_lock():
         shots = functools.partial(run_series_with_telemetry, ctx, outputs.shots, outputs.telemetry, telemetry)
-        _, brackets = bracketed(plan, shots)
-        write_json_atomic(outputs.bench, bench_record(ctx, plan, not_run, brackets))
+        series, brackets = bracketed(plan, shots)
+        verify = run_verify_probe(*verify_plan(ctx, series.records, bench))
+        write_json_atomic(
+            outputs.bench, {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify}
+        )
         JsonlJournal(outputs.telemetry).promote()
         JsonlJournal(outputs.shots).promote()
 

@@ -38,6 +38,11 @@ FILE_TYPES = {
 ARCH_CONSTANTS = {"llama": (500000.0, 1e-5), "qwen3moe": (1000000.0, 1e-6)}
 MOE_KEYS = ("experts", "experts_used", "expert_ffn", "head_dim")  # given with arch qwen3moe only
 MATRIX, ROUTER, NORM = "matrix", "router", "norm"  # weight_type / F32 random / F32 ones
+# A kernel model's matrices: every byte 0x11. Each f16 field of any ggml block then reads 0x1111
+# (~4.9e-4), an f32 field ~1.1e-28 and every quant a small index: valid blocks of every type, and
+# finite products. Speed only; no tokenizer (llama.cpp's "no_vocab" with dummy tokens).
+KERNEL_FILL_BYTE = 0x11
+KERNEL_VOCAB = 256
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,40 @@ def write_synthetic_model(donor_path: Path, out_path: Path, spec: dict[str, Any]
     writer.write_tensors_to_file()
     writer.close()
     partial.rename(out_path)
+
+
+def write_kernel_model(out_path: Path, weight_type: str, spec: dict[str, Any]) -> None:
+    """A llama-arch GGUF of shape `spec` (hidden, ffn, heads, kv_heads, layers) whose every matrix is
+    constant bytes of ggml type `weight_type` (any type gguf knows: Q4_1, Q4_K, Q6_K...), to time
+    the engine's kernels of that type; written beside `out_path` and renamed into place."""
+    ggml_type = gguf.GGMLQuantizationType[weight_type]
+    spec = {**spec, "arch": "llama"}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_path.with_name(out_path.name + ".partial")
+    writer = gguf.GGUFWriter(str(partial), "llama")
+    writer.add_name(f"kernel model {weight_type} {spec['hidden']}x{spec['layers']} ({SYNTHETIC_LABEL})")
+    writer.add_tokenizer_model("no_vocab")
+    _add_hparams(writer, spec, KERNEL_VOCAB)
+    constant: dict[tuple[int, ...], np.ndarray] = {}
+    for tensor in plan_tensors(spec, KERNEL_VOCAB):
+        if tensor.kind != MATRIX:
+            writer.add_tensor(tensor.name, np.ones(tensor.dims, dtype=np.float32))  # the norms
+            continue
+        if tensor.dims not in constant:
+            constant[tensor.dims] = _constant_blocks(ggml_type, tensor.dims)
+        writer.add_tensor(tensor.name, constant[tensor.dims], raw_dtype=ggml_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    partial.rename(out_path)
+
+
+def _constant_blocks(ggml_type: gguf.GGMLQuantizationType, dims: tuple[int, ...]) -> np.ndarray:
+    block_size, block_bytes = gguf.GGML_QUANT_SIZES[ggml_type]
+    if dims[-1] % block_size:
+        raise ValueError(f"rows of {dims[-1]} are not whole {ggml_type.name} blocks of {block_size}")
+    return np.full((*dims[:-1], dims[-1] // block_size * block_bytes), KERNEL_FILL_BYTE, dtype=np.uint8)
 
 
 def check_synthetic_shape(where: str, spec: dict[str, Any]) -> None:

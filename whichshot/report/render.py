@@ -23,6 +23,7 @@ from whichshot.report.tables import (
     HEADLINE_COLUMNS,
     LOAD_COLUMNS,
     PER_SIDE,
+    SPEEDUP_MODEL_COLUMNS,
     TRACE_MIX_COLUMNS,
     TRACE_REQUEST_COLUMNS,
     WORKLOAD_COLUMNS,
@@ -61,6 +62,7 @@ def render_report(
         columns={
             "headline": HEADLINE_COLUMNS,
             "workload": WORKLOAD_COLUMNS,
+            "speedup_model": SPEEDUP_MODEL_COLUMNS,
             "detail": DETAIL_COLUMNS,
             "per_side": PER_SIDE,
             "checks": CHECKS,

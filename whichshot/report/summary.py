@@ -16,6 +16,7 @@ from whichshot.report.tables import (
     LOAD_COLUMNS,
     PER_SIDE,
     SPEEDUP,
+    SPEEDUP_MODEL_COLUMNS,
     TRACE_MIX_COLUMNS,
     WORKLOAD_COLUMNS,
     SideTable,
@@ -119,6 +120,18 @@ def load_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]
             + " |"
         )
     return lines
+
+
+def speedup_model_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
+    """Each drafted cell's measured speed-up beside the cost model's prediction."""
+    header = ["model", "workload", "text", "mode"]
+    header += [md(f"{title} ({unit})") for _metric, title, unit in SPEEDUP_MODEL_COLUMNS]
+    body = [
+        [md(r[a]) for a in ("model", "workload", "text_kind", "spec_mode")]
+        + [_workload_cell(r, metric, numbers) for metric, *_ in SPEEDUP_MODEL_COLUMNS]
+        for r in rows
+    ]
+    return _table(header, body)
 
 
 def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
@@ -269,6 +282,17 @@ def render_summary(
             "",
             f"— = does not apply. ✗ = a speed-up between cells where the model did not do the task (its "
             f"task check failed): not the task's speed-up. Checks: {md(checks)}.",
+            "",
+        ]
+    if tables.speedup_model:
+        lines += [
+            "## Why drafting gains this much here",
+            "",
+            *speedup_model_table(tables.speedup_model, numbers),
+            "",
+            "Predicted = decoded tokens / (plain steps + verification steps × verify cost); verify cost = "
+            "this engine's time for a batch of the last token and k drafts over one token, on this machine "
+            "(llama-bench at the series' depth). Unexplained = measured / predicted - 1.",
             "",
         ]
     if tables.load:

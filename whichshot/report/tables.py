@@ -19,6 +19,7 @@ from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
 from whichshot.figures.noise import METHOD as NOISE_METHOD
 from whichshot.figures.side_figures import SAME_OUTPUT, Side
+from whichshot.figures.speedup_model_figures import PREDICTED_SPEEDUP, PREDICTION_RESIDUAL, VERIFY_COST
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
@@ -63,6 +64,14 @@ TRACE_REQUEST_COLUMNS = (
 )
 # A speed-up that is gated out (caveats.gates: task gate failed, or lossy) is set apart, struck.
 SPEEDUP = SPEEDUP_METRIC
+# Per drafted cell: the measured speed-up beside the cost model's (figures.speedup_model_figures).
+SPEEDUP_MODEL_COLUMNS = (
+    ("speedup_vs_none", "measured speed-up", "×"),
+    (PREDICTED_SPEEDUP, "predicted", "×"),
+    (PREDICTION_RESIDUAL, "unexplained", "measured / predicted - 1"),
+    (VERIFY_COST, "verify cost", "t(k+1) / t(1)"),
+    ("engine_draft_mean_len", "mean len", "tokens/step"),
+)
 # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
 DETAIL_COLUMNS = (
     ("shots_ok", "ok", "shots"),
@@ -123,7 +132,10 @@ SIDES = (
 CEILING_METRICS = frozenset(
     {
         "cpu_copy_bandwidth_bytes_s",
+        "cpu_copy_one_thread_bandwidth_bytes_s",
         "cpu_gemm_flop_s",
+        "cpu_engine_matmul_flop_s",
+        "gpu_engine_matmul_flop_s",
         "gpu_peak_bandwidth_bytes_s",
         "gpu_copy_bandwidth_bytes_s",
         "gpu_gemm_flop_s",
@@ -131,6 +143,7 @@ CEILING_METRICS = frozenset(
         "weight_bytes_per_token",
         "kv_bytes_per_context_token",
         "active_parameters_per_token",
+        "prefill_parameters_per_token",
         "attention_flops_per_context_token",
         "decode_ceiling_tok_s",
         "decode_share_of_ceiling",
@@ -170,6 +183,7 @@ CROSSCHECK_METRICS = frozenset(
         *(f"bench_{test}_tok_s{end}" for test in ("pp", "tg") for end in ("", "_lowest", "_highest")),
     }
 )
+SPEEDUP_MODEL_METRICS = frozenset({VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL})
 CLOCK_METRICS = frozenset(
     {
         "prefill_tok_s_clock_predicted",
@@ -240,6 +254,7 @@ class ReportTables:
     sections: list[Section]
     inferred: list[dict[str, Any]]
     shown_ids: set[str]
+    speedup_model: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build_tables(figures: pd.DataFrame) -> ReportTables:
@@ -263,7 +278,13 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     trace_requests = cell_rows([r for r in traced if r["request_id"]], TRACE_REQUEST_COLUMNS, shown,
                                with_protocol=False)  # fmt: skip
     _order_workload_rows(trace_requests)
+    _set_apart_undone(trace_requests)  # a request's gated-out speed-up is struck as a workload's
     sides = [t for t in (side_table(per_cell, shown, *side) for side in SIDES) if t is not None]
+    modelled = {r["cell_id"] for r in per_cell if r["metric"] == PREDICTED_SPEEDUP}
+    speedup_model = cell_rows([r for r in per_cell if r["cell_id"] in modelled], SPEEDUP_MODEL_COLUMNS, shown,
+                              with_protocol=False)  # fmt: skip
+    _order_workload_rows(speedup_model)
+    _set_apart_undone(speedup_model)  # a gated-out speed-up is struck here too
     load = cell_rows(_load_cells(base), LOAD_COLUMNS, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
     telemetry = cell_rows(
@@ -297,9 +318,11 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
             "Physical ceilings: how close to the wall?",
             "Decode ceiling = peak bandwidth / bytes read per token (weights plus KV cache); prefill ceiling "
             "= peak compute / FLOPs per prompt token. Inferred: they rest on that model of the machine. A "
-            "decode share above 1 needs more than one token per weight read (drafting). On a CPU the "
-            "compute peak is our float32 GEMM probe; quantised integer kernels can outrun it.",
-            lambda r: r["metric"] in CEILING_METRICS,
+            "decode share above 1 needs more than one token per weight read (drafting); any other share "
+            "above 1 is a defect of the ceiling (caveat share_above_ceiling). On a CPU the compute peak is "
+            "the engine's own kernels at the model's weight types (llama-bench on a synthetic model), else "
+            "our float32 GEMM probe.",
+            lambda r: r["metric"] in CEILING_METRICS or "_engine_matmul_" in r["metric"],
         ),
         _section(
             records,
@@ -329,7 +352,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     ]
     inferred = [r for r in records if r["kind"] == "inferred"]
     return ReportTables(run, headline, load, workloads, trace_mix, trace_requests, sides, telemetry,
-                        series, [s for s in sections if s.rows], inferred, shown)  # fmt: skip
+                        series, [s for s in sections if s.rows], inferred, shown, speedup_model)  # fmt: skip
 
 
 def _load_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -358,6 +381,7 @@ def named_metrics() -> frozenset[str]:
             CLOCK_METRICS,
             CEILING_METRICS,
             ANSWER_METRICS,
+            SPEEDUP_MODEL_METRICS,
             statistics,
         )  # fmt: skip
     )

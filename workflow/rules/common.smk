@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 from whichshot.config import check_config, check_config_file
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
+from whichshot.measure.estimate import estimate_words
 from whichshot.measure.grid import (
     all_jobs,
     measured_models,
@@ -28,6 +29,9 @@ except WhichshotError as error:
 validate(config, SCHEMA_FILE)
 
 JOBS = {job.job_id: job for job in all_jobs(config)}
+# A dry run states how long the grid it lists would take (not in a cluster job's own Snakemake).
+if workflow.output_settings.dryrun and workflow.is_main_process:
+    print(f"Estimated duration: {estimate_words(config)}", file=sys.stderr)
 # The node each series is pinned to (None where placement.nodes is empty).
 NODES = nodes_of(JOBS.values(), config["placement"])
 # The hardware probes: one per placement node (its ceilings), else one.
@@ -131,6 +135,40 @@ def probed_node(wildcards):
 def probe_slurm_extra(wildcards):
     """A hardware probe reads its placement node (or any node), alone on it."""
     return slurm_extra(probed_node(wildcards))
+
+
+def kernel_probe_models():
+    """Engine -> the models its series run: the probe times its kernels at their weight types."""
+    runs = {}
+    for job in JOBS.values():
+        runs.setdefault(job.engine, set()).add(job.model)
+    return {engine: sorted(models) for engine, models in sorted(runs.items())}
+
+
+def probe_inputs(wildcards):
+    """The builds and model files the hardware probe's engine-kernel part reads."""
+    runs = kernel_probe_models()
+    models = sorted({model for names in runs.values() for model in names})
+    return {
+        "builds": [f"results/engines/{engine}/build.json" for engine in runs],
+        "models": [f"results/models/{model}.json" for model in models],
+    }
+
+
+def probe_engine_settings():
+    """Of each engine's config, only what its kernels run with (the rest may hold secrets)."""
+    keys = ("kind", "threads", "gpu_layers")
+    return {
+        engine: {k: spec[k] for k in keys if k in spec}
+        for engine, spec in config["engines"].items()
+        if engine in kernel_probe_models()
+    }
+
+
+def probe_copy_threads():
+    """The copy-bandwidth probe's threads: the most any engine uses."""
+    threads = [spec.get("threads", 1) for spec in config["engines"].values()]
+    return max(threads, default=1)
 
 
 def job_spec(wildcards):

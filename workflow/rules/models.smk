@@ -18,6 +18,8 @@ rule model_traffic:
 
 
 rule probe_hardware:
+    input:
+        unpack(probe_inputs),
     output:
         "results/hardware/{probe}.json",
     log:
@@ -27,11 +29,16 @@ rule probe_hardware:
     conda:
         ENV
     resources:
-        # It loads the memory and every core: never beside a measurement on the same machine.
+        # It loads the memory and every core, and runs the engines' llama-bench: never beside a
+        # measurement on the same machine.
         measurement_slot=1,
         slurm_extra=probe_slurm_extra,
     params:
         node=probed_node,
+        copy_threads=probe_copy_threads(),
+        kernels=kernel_probe_models(),
+        engines=probe_engine_settings(),
+        cache_dir=config["cache_dir"],
     script:
         "../scripts/probe_hardware.py"
 

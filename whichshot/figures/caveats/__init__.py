@@ -2,6 +2,7 @@
 about one engine kind live in its module (its caveat_rules)."""
 
 from whichshot.engines import engine_kinds, load_engine
+from whichshot.figures.caveats.ceiling_rules import CEILING_RULES
 from whichshot.figures.caveats.comparison_rules import COMPARISON_RULES
 from whichshot.figures.caveats.drafter_rules import DRAFTER_RULES
 from whichshot.figures.caveats.finding import Finding, attach
@@ -14,10 +15,10 @@ from whichshot.figures.caveats.trace_rules import TRACE_RULES
 
 def rules() -> tuple:
     """Every caveat rule: the run's, telemetry's, comparisons', tasks', traces', streams', drafters',
-    then each engine kind's own."""
+    ceilings', then each engine kind's own."""
     engine_rules = tuple(rule for kind in engine_kinds() for rule in load_engine(kind).caveat_rules)
     return (*RUN_RULES, *TELEMETRY_RULES, *COMPARISON_RULES, *TASK_RULES, *TRACE_RULES, *STREAM_RULES,
-            *DRAFTER_RULES, *engine_rules)  # fmt: skip
+            *DRAFTER_RULES, *CEILING_RULES, *engine_rules)  # fmt: skip
 
 
 __all__ = ["Finding", "attach", "rules"]

@@ -1,11 +1,13 @@
 """Caveats about where and how the shots ran: machine, repeats, failures, broken warm series,
 outliers, prompt cache, context, other work on the host, and cold set against warm."""
 
+import pandas as pd
+
 from whichshot.engines.base import NOT_KNOWN_CACHE
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import Finding, compared_across, ids, whole_cells
 from whichshot.figures.cells import series_of
-from whichshot.figures.constants import BUSY_CORES
+from whichshot.figures.constants import BUSY_CORES, busy_threshold_cores
 from whichshot.figures.outlier_figures import outlier_rows
 from whichshot.figures.statistic import longest_run, ok_rows
 
@@ -214,19 +216,56 @@ def context_reduced(catalog: Catalog) -> Finding | None:
 
 
 def host_busy(catalog: Catalog) -> Finding | None:
-    busy = ok_rows(catalog.shots, "host_foreign_cores")
-    busy = busy[busy["host_foreign_cores"] > BUSY_CORES]
+    """Shots during which other work exceeded the cores the engine left idle (busy_threshold_cores):
+    the one list of busy shots (its shot ids), for every rule and figure that leaves them out."""
+    shots = ok_rows(catalog.shots, "host_foreign_cores")
+    limits = busy_limits(shots)
+    busy = shots[shots["host_foreign_cores"] > limits]
     if busy.empty:
         return None
-    worst = busy.loc[busy["host_foreign_cores"].idxmax()]
+    worst = busy.loc[(busy["host_foreign_cores"] - limits[busy.index]).idxmax()]
     return Finding(
         "host_busy",
-        f"Other work ran on the machine during {len(busy)} shot(s): on average more than {BUSY_CORES:g} "
-        f"cores (host_busy_cores) beyond the engine and the measuring process (worst "
-        f"{worst['host_foreign_cores']:.2f} cores in {worst['shot_id']}); their speeds may be low for "
-        "reasons outside the engine (column host_foreign_cores).",
+        f"Other work ran on the machine during {len(busy)} shot(s) beyond the cores the engine left idle: "
+        "on average more than (logical cores - engine threads - host_busy_harness_cores) + "
+        f"host_busy_margin_cores cores beyond the engine and the measuring process ({_limits_words(busy)}; "
+        f"worst {worst['host_foreign_cores']:.2f} cores in {worst['shot_id']}); their speeds may be low "
+        f"for reasons outside the engine (column host_foreign_cores).{_fallback_words(busy)}",
         ids(busy),
     )
+
+
+def busy_limits(shots: pd.DataFrame) -> pd.Series:
+    """Each shot's host_busy threshold, in cores (constants.busy_threshold_cores)."""
+    pairs = zip(shots["cpu_count"], shots["threads"], strict=True)
+    return pd.Series([busy_threshold_cores(c, t) for c, t in pairs], index=shots.index, dtype=float)
+
+
+def _recorded(shots: pd.DataFrame) -> pd.Series:
+    return shots["cpu_count"].notna() & shots["threads"].notna()
+
+
+def _limits_words(busy: pd.DataFrame) -> str:
+    known = busy[_recorded(busy)]
+    pairs = sorted({(int(c), int(t)) for c, t in zip(known["cpu_count"], known["threads"], strict=True)})
+    words = [f"{busy_threshold_cores(c, t):.2f} cores on {c} cores with {t} engine threads" for c, t in pairs]
+    return "; ".join(words) or f"the fixed {BUSY_CORES:g} cores"
+
+
+def _fallback_words(busy: pd.DataFrame) -> str:
+    older = int((~_recorded(busy)).sum())
+    if not older:
+        return ""
+    return (
+        f" {older} of them record no core count or engine threads (older rows): for those the fixed "
+        f"host_busy_cores ({BUSY_CORES:g}) applies."
+    )
+
+
+def busy_shot_ids(catalog: Catalog) -> frozenset[str]:
+    """The shots host_busy names: the answer block sets its figures without them beside those with them."""
+    finding = host_busy(catalog)
+    return finding.shot_ids if finding is not None else frozenset()
 
 
 def series_overlapped(catalog: Catalog) -> Finding | None:

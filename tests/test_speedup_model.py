@@ -1,0 +1,103 @@
+"""The speculative-decoding cost model: a drafted cell's speed-up predicted from its counts and the
+engine's verification cost on this machine (t(k+1)/t(1)), set against the measured one."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.pipeline import load_config, run_pipeline
+from whichshot.figures.aggregations import compute, recompute
+from whichshot.figures.speedup_model_figures import PREDICTED_SPEEDUP, PREDICTION_RESIDUAL, VERIFY_COST
+
+# results/reference/cpu_first_run's warm edit_file shot (real text, ngram-simple, cap 16): 217 output
+# tokens, 256 drafted, 194 accepted, llama-server's mean len 13.12 -> 194 / 12.12 = 16 verify steps.
+EDIT = {"output_tokens": 217, "engine_draft_tokens": 256, "engine_draft_accepted": 194,
+        "engine_draft_mean_len": 13.12, "server_spec_drafts_delta": None}  # fmt: skip
+COLUMNS = list(EDIT)
+
+
+def _predicted(rows: list[dict], ratio_at_cap: float | None, cap: int = 16) -> float | None:
+    return compute("speculative_speedup", pd.DataFrame(rows), COLUMNS, {"cap": cap}, [ratio_at_cap])
+
+
+def test_the_prediction_counts_plain_and_verify_steps():
+    # 216 decoded tokens: 16 verify steps emit 194 + 16, the other 6 tokens are plain steps.
+    assert _predicted([EDIT], 4.7) == pytest.approx(216 / (6 + 16 * 4.7))
+
+
+def test_the_same_acceptance_gains_more_where_a_wide_batch_costs_less():
+    """Why one CPU shows x3.3 and another x1.6 on the same counts: the verify cost."""
+    cheap, dear = _predicted([EDIT], 2.0), _predicted([EDIT], 8.0)
+    assert cheap == pytest.approx(216 / (6 + 32)) and dear == pytest.approx(216 / (6 + 128))
+    assert cheap / dear > 3
+
+
+def test_a_shorter_mean_draft_costs_less_than_the_caps_batch():
+    """ngram-mod drafts up to its cap but often fewer: t(k+1)/t(1) is taken at the mean k."""
+    half = {**EDIT, "engine_draft_tokens": 128}  # 16 steps of 8 drafts: r = 1 + 3.7 x 8/16
+    assert _predicted([half], 4.7) == pytest.approx(216 / (6 + 16 * (1 + 3.7 * 0.5)))
+
+
+def test_verify_steps_come_from_the_servers_counter_where_the_log_gave_no_mean_length():
+    counted = {**EDIT, "engine_draft_mean_len": None, "server_spec_drafts_delta": 16}
+    assert _predicted([counted], 4.7) == _predicted([EDIT], 4.7)
+    unknown = {**EDIT, "engine_draft_mean_len": None}
+    assert _predicted([unknown], 4.7) is None  # no step count: no prediction, never a guess
+    assert _predicted([EDIT], None) is None
+
+
+def test_a_shot_that_drafted_nothing_is_all_plain_steps():
+    none_drafted = {
+        **EDIT,
+        "engine_draft_tokens": 0,
+        "engine_draft_accepted": 0,
+        "engine_draft_mean_len": None,
+    }
+    assert _predicted([none_drafted], 4.7) == pytest.approx(1.0)
+
+
+def test_the_verify_cost_is_the_wide_batchs_seconds_over_one_tokens():
+    params = {"width": 17, "samples_one_tok_s": [25.0, 27.0], "samples_wide_tok_s": [100.0, 104.0]}
+    assert compute("verify_cost_ratio", None, [], params) == pytest.approx(17 * 26.0 / 102.0)
+
+
+@pytest.mark.e2e
+def test_a_drafted_series_is_followed_by_its_verify_probe_and_gets_a_prediction(tmp_path):
+    """The real engine and llama-bench: the drafted series' bench record holds pp1 and pp17 at its
+    depth with every token out; the cell's prediction and residual recompute from what they cite."""
+    config = load_config("workloads")
+    config["workloads"].update(names=["verbatim_recall"], text_kinds=["real"], document_tokens=192,
+                               max_output_tokens=240, warm_shots=2)  # fmt: skip
+    config["protocol"]["models"] = []
+    config["bench"] = {"enabled": True, "repetitions": 2}
+    result = run_pipeline(tmp_path, config, "results/report/index.html")
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = {p.name: json.loads(p.read_text()) for p in (tmp_path / "results" / "bench").glob("*.json")}
+    drafted = [r["verify_cost"] for name, r in records.items() if ".ngram_simple." in name]
+    undrafted = [r["verify_cost"] for name, r in records.items() if ".none." in name]
+    assert drafted  # the cold process's series and the warm series
+    for probe in drafted:
+        assert probe["widths"] == [1, 17] and "-embd" in probe["argv"]
+        depth = probe["depth_tokens"]
+        assert {(row["n_prompt"], row["n_depth"]) for row in probe["rows"]} == {(1, depth), (17, depth)}
+    assert undrafted and all(v["not_run"] == "the series drafts nothing" for v in undrafted)
+
+    figures = pd.read_parquet(tmp_path / "results" / "figures.parquet")
+    shots = pd.read_parquet(tmp_path / "results" / "shots.parquet").set_index("shot_id", drop=False)
+    model = figures[figures["metric"].isin([VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL])]
+    assert set(model["metric"]) == {VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL}
+    assert dict(zip(model["metric"], model["kind"], strict=True)) == {
+        VERIFY_COST: "derived",
+        PREDICTED_SPEEDUP: "inferred",
+        PREDICTION_RESIDUAL: "inferred",
+    }
+    values = dict(zip(figures["figure_id"], figures["value"], strict=True))
+    for row in model.to_dict("records"):
+        assert row["value"] is not None and recompute(row, shots, values) == pytest.approx(row["value"])
+    summary = (tmp_path / "results" / "report" / "summary.md").read_text()
+    assert "## Why drafting gains this much here" in summary
+    assert (
+        "Why drafting gains this much here: a cost model"
+        in (tmp_path / "results" / "report" / "index.html").read_text()
+    )
