@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures import figure
+from whichshot.figures.answer_figures import quiet
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
@@ -28,6 +29,7 @@ from whichshot.measure.verify_cost import ONE_TOKEN
 VERIFY_COST = "verify_cost_ratio"
 PREDICTED_SPEEDUP = "predicted_speedup_vs_none"
 PREDICTION_RESIDUAL = "speedup_prediction_residual"
+QUIET_PREDICTION_RESIDUAL = quiet(PREDICTION_RESIDUAL)
 MODEL_COLUMNS = [
     "output_tokens",
     "engine_draft_tokens",
@@ -57,8 +59,26 @@ def speedup_model_figures(catalog: Catalog) -> list[figure.Figure]:
             "unexplained (a draft model's own cost, sampling, host load)",
             computed_by=speedup_model_figures,
         )
-        figures += [cost, predicted, residual]
+        figures += [cost, predicted, residual, *_quiet_residual(catalog, cell, predicted)]
     return figures
+
+
+def _quiet_residual(catalog: Catalog, cell: Cell, predicted: figure.Figure) -> list[figure.Figure]:
+    """The residual against the speed-up without the host-busy shots, where the answer has one:
+    foreign load slows one side's shots, which no cost of drafting explains."""
+    measured = catalog.find(cell, quiet(SPEEDUP_METRIC))
+    if measured is None:
+        return []
+    residual = figure.from_figures(
+        QUIET_PREDICTION_RESIDUAL,
+        [measured, predicted],
+        "relative_gap",
+        unit="fraction",
+        formula=f"{quiet(SPEEDUP_METRIC)} / {PREDICTED_SPEEDUP} - 1: the residual without the shots "
+        "host_busy names",
+        computed_by=speedup_model_figures,
+    )
+    return [residual]
 
 
 def _verify_probes(catalog: Catalog, rows: pd.DataFrame) -> list[tuple[str, dict[str, Any]]]:

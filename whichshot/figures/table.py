@@ -42,8 +42,8 @@ FAMILIES = (
     ceiling_figures,
     load_figures,
     workload_figures,
-    speedup_model_figures,  # after the speed-ups it explains
     answer_figures,  # after the cells' decode figures, the speed-ups and their gates
+    speedup_model_figures,  # after the speed-ups it explains, with and without host-busy shots
     trace_figures,
     engine_figures,
     node_figures,

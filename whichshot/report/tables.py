@@ -19,7 +19,12 @@ from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
 from whichshot.figures.noise import METHOD as NOISE_METHOD
 from whichshot.figures.side_figures import SAME_OUTPUT, Side
-from whichshot.figures.speedup_model_figures import PREDICTED_SPEEDUP, PREDICTION_RESIDUAL, VERIFY_COST
+from whichshot.figures.speedup_model_figures import (
+    PREDICTED_SPEEDUP,
+    PREDICTION_RESIDUAL,
+    QUIET_PREDICTION_RESIDUAL,
+    VERIFY_COST,
+)
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
@@ -69,6 +74,7 @@ SPEEDUP_MODEL_COLUMNS = (
     ("speedup_vs_none", "measured speed-up", "×"),
     (PREDICTED_SPEEDUP, "predicted", "×"),
     (PREDICTION_RESIDUAL, "unexplained", "measured / predicted - 1"),
+    (QUIET_PREDICTION_RESIDUAL, "unexplained, quiet", "without host-busy shots"),
     (VERIFY_COST, "verify cost", "t(k+1) / t(1)"),
     ("engine_draft_mean_len", "mean len", "tokens/step"),
 )
@@ -183,7 +189,9 @@ CROSSCHECK_METRICS = frozenset(
         *(f"bench_{test}_tok_s{end}" for test in ("pp", "tg") for end in ("", "_lowest", "_highest")),
     }
 )
-SPEEDUP_MODEL_METRICS = frozenset({VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL})
+SPEEDUP_MODEL_METRICS = frozenset(
+    {VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL, QUIET_PREDICTION_RESIDUAL}
+)
 CLOCK_METRICS = frozenset(
     {
         "prefill_tok_s_clock_predicted",
