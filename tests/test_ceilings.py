@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from tests.shot_tables import cell, series
-from whichshot.figures.table import compute_figures
+from whichshot.figures.table import compute_figures, write_figures_from_files
 from whichshot.measure.hardware_probe import gpu_peaks, probe_cpu, probe_hardware
+from whichshot.measure.kernel_probe import AFTER
 from whichshot.prepare.model_traffic import model_traffic
 
 LAYERS, EMBD, HEADS, KV_HEADS, VOCAB, FFN = 2, 16, 4, 2, 10, 8
@@ -260,6 +261,36 @@ def test_the_prefill_ceiling_prefers_the_engines_kernels_at_the_models_weight_ty
     assert mixed.figure_id in ceiling.input_figure_ids and "m/prefill_parameters_per_token" in (
         ceiling.input_figure_ids
     )
+
+
+def test_the_kernel_peak_is_the_faster_of_the_passes_before_and_after_the_grid(tmp_path):
+    """A shared machine drifts: the pass after the grid, written as its own file, joins the probe
+    of the same machine, and the faster pass of each type sets the ceiling."""
+    slow_after = {**_kernel_probe("Q4_1"), "samples_s": [2.0], "bracket": AFTER}  # half the speed
+    fast_after = {**_kernel_probe("Q6_K"), "samples_s": [0.1], "bracket": AFTER}  # twice the speed
+    probe_path, after_path = tmp_path / "probe.json", tmp_path / "after" / "probe.json"
+    after_path.parent.mkdir()
+    probe_path.write_text(
+        json.dumps({**HARDWARE, "engine_kernels": [_kernel_probe("Q4_1"), _kernel_probe("Q6_K")]})
+    )
+    after_path.write_text(json.dumps({"engine_kernels": [slow_after, fast_after]}))
+    shots = tmp_path / "shots.parquet"
+    pd.DataFrame(
+        series(cell(protocol="cold"), [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 3)
+    ).to_parquet(shots)
+    traffic = tmp_path / "traffic.json"
+    traffic.write_text(json.dumps({**MIXED["m"], "model": "m"}))
+    figures_path, caveats_path = tmp_path / "figures.parquet", tmp_path / "caveats.parquet"
+    write_figures_from_files(
+        shots, [], 0.7, figures_path, caveats_path, [probe_path], [traffic], [after_path]
+    )
+    figures = pd.read_parquet(figures_path).set_index("metric")
+    assert figures.loc["cpu_engine_matmul_q4_1_flop_s", "value"] == pytest.approx(2e11)  # before: faster
+    assert figures.loc["cpu_engine_matmul_q6_k_flop_s", "value"] == pytest.approx(8e11)  # after: faster
+    assert (
+        "of 2 pass(es) (this one after the grid)" in figures.loc["cpu_engine_matmul_q6_k_flop_s", "formula"]
+    )
+    assert figures.loc["cpu_engine_matmul_flop_s", "value"] == pytest.approx(6e7 / (3e7 / 2e11 + 3e7 / 8e11))
 
 
 def test_without_every_type_measured_the_prefill_ceiling_falls_back_to_the_gemm():

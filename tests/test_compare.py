@@ -12,6 +12,7 @@ from whichshot.compare import main
 from whichshot.figures.cells import cell_id
 from whichshot.measure.grid import AXES
 from whichshot.report.compare import Run, compare_runs, load_run, render
+from whichshot.report.render import write_report_from_files
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 GRID = cell(protocol="warm")
@@ -48,7 +49,7 @@ def test_the_references_ratios_are_recomputable_from_their_figures_tables():
         assert row["acceptance"] == pytest.approx(acceptance[1] / acceptance[0], rel=1e-12)
     # cpu_default ran no hardware probe: its bandwidth is not measured, never a made-up ratio
     assert table["bandwidth"].isna().all()
-    assert all(row["not_measured"]["bandwidth"] == "B" for row in table.to_dict("records"))
+    assert all(row["not_measured"]["bandwidth"] == "not measured in B" for row in table.to_dict("records"))
 
 
 def test_the_references_host_load_is_the_median_over_each_figures_shots():
@@ -67,7 +68,8 @@ def _figure(metric: str, value: float | None, of: dict | None = None, shot_ids: 
     key = cell_id(of) if of else ""
     kind = "derived" if of else "measured"
     return {"figure_id": f"{key}/{metric}", "metric": metric, "value": value, "kind": kind,
-            "shot_index": math.nan, "shot_ids": list(shot_ids), "cell_id": key, **axes}  # fmt: skip
+            "shot_index": math.nan, "shot_ids": list(shot_ids), "cell_id": key, "formula": f"{metric} probe",
+            **axes}  # fmt: skip
 
 
 def _run(
@@ -120,7 +122,7 @@ def test_a_prediction_that_misses_or_a_different_acceptance_is_not_the_verify_co
     older = _run("b", 1.64, 0.81, predicted=None, verify=None)
     row = _speedup_row(a, older)
     assert row["factor"] == "unexplained" and "verify cost not measured in B" in row["why"]
-    assert row["not_measured"]["verify_cost"] == "B"
+    assert row["not_measured"]["verify_cost"] == "not measured in B"
 
 
 def test_decode_follows_bandwidth_and_host_load_is_flagged_by_the_busy_threshold():
@@ -139,3 +141,34 @@ def test_the_command_prints_the_table_and_writes_it(tmp_path, capsys):
     text = main([str(REFERENCE / "cpu_first_run"), str(REFERENCE / "cpu_default"), "--out", str(out)])
     assert capsys.readouterr().out == text == out.read_text()
     assert "| decode_tok_s |" in text and "Rule:" in text
+
+
+def test_the_report_sets_the_run_against_another_when_asked(tmp_path):
+    """report.compare_with: the rendered page carries the comparison table, one row per headline
+    figure both runs hold, with the ratio B/A the command prints."""
+    run = REFERENCE / "cpu_first_run"
+    paths = {name: run / f"{name}.parquet" for name in ("figures", "caveats", "shots", "claims")}
+    paths["builds"] = sorted(run.glob("engines/*/build.json"))
+    paths["models"] = sorted(run.glob("models/*.json"))
+    other = str(REFERENCE / "cpu_default")
+    write_report_from_files(paths, tmp_path, "cpu-first-run", compare_with=other)
+    page = (tmp_path / "index.html").read_text()
+    table = compare_runs(load_run(Path(other)), load_run(run))
+    assert 'id="compare"' in page and len(table) >= 12
+    assert page.count("<tr><td>decode_tok_s</td>") == (table["figure"] == "decode_tok_s").sum()
+    first = table.iloc[0]
+    assert f"x{first['ratio']:.3f}" in page
+    write_report_from_files(paths, tmp_path / "alone", "cpu-first-run")
+    assert 'id="compare"' not in (tmp_path / "alone" / "index.html").read_text()
+
+
+def test_a_probe_measured_by_another_method_gives_no_ratio():
+    """cpu_first_run's copy probe ran on one thread, cpu_cost_model's on every engine thread: the
+    same metric name, two measurements. The factor says so instead of dividing them."""
+    a, b = load_run(REFERENCE / "cpu_first_run"), load_run(REFERENCE / "cpu_cost_model")
+    decode = compare_runs(a, b).query("figure == 'decode_tok_s'").iloc[0]
+    assert math.isnan(decode["bandwidth"])
+    assert decode["not_measured"]["bandwidth"] == (
+        "cpu_copy_bandwidth_bytes_s measured by different methods in A and B"
+    )
+    assert not math.isnan(decode["compute"])  # the float32 GEMM probe did not change

@@ -34,8 +34,9 @@ def main(run_dir: Path, run_id: str) -> None:
     bench = sorted([*run_dir.glob("bench/*.json"), *run_dir.glob("bench/*/*.json")])
     hardware = probe_files(run_dir)
     traffic = sorted(run_dir.glob("traffic/*.json"))
+    after = sorted(run_dir.glob("hardware/after/*.json"))  # the engine kernels' pass after the grid
     write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"],
-                             hardware, traffic)  # fmt: skip
+                             hardware, traffic, after)  # fmt: skip
     claims = _claims_files(run_dir)
     if claims:
         paths["claims"] = run_dir / "claims.parquet"

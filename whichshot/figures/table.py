@@ -28,6 +28,7 @@ from whichshot.figures.speedup_model_figures import speedup_model_figures
 from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
 from whichshot.measure.aggregate import read_shots, upgrade_shots
+from whichshot.measure.kernel_probe import merge_after
 from whichshot.tables import record_schema, write_table
 
 # In this order: a family may use the figures of those before it.
@@ -98,10 +99,13 @@ def write_figures_from_files(
     caveats_path: Path,
     probe_paths: list[Path] = (),
     traffic_paths: list[Path] = (),
+    after_paths: list[Path] = (),
 ) -> None:
-    """The compute_figures step, from the files the pipeline writes."""
+    """The compute_figures step, from the files the pipeline writes; `after_paths` are the engine
+    kernels' second pass, each named as the probe of its machine."""
     bench_runs = [json.loads(Path(p).read_text()) for p in bench_paths]
-    probes = [json.loads(Path(p).read_text()) for p in probe_paths]
+    after = {Path(p).name: json.loads(Path(p).read_text()) for p in after_paths}
+    probes = [merge_after(json.loads(Path(p).read_text()), after.get(Path(p).name, {})) for p in probe_paths]
     read = [json.loads(Path(p).read_text()) for p in traffic_paths]
     traffic = {t["model"]: t for t in read if "not_derivable" not in t}  # no ceiling for the rest
     figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction, probes, traffic)

@@ -12,12 +12,14 @@ every repetition; a probe that cannot run says why ("not_measured"), with no val
 
 import socket
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from whichshot.cache import exclusive_lock
+from whichshot.cache import derived_from_file, exclusive_lock
 from whichshot.engines import load_engine
 from whichshot.engines.base import ServerSettings
+from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
 from whichshot.measure.bench import parse_bench_json
 from whichshot.measure.process import run_tied
@@ -30,6 +32,9 @@ KERNEL_SHAPE = {"hidden": 2048, "ffn": 8192, "heads": 16, "kv_heads": 16, "layer
 PROMPT_TOKENS = 512
 REPETITIONS = 3
 CONTEXT_TOKENS = 2 * PROMPT_TOKENS
+# A shared machine's speed drifts over minutes: the kernels are timed before the grid (with the
+# hardware probe) and again after it, and the ceiling takes the faster of the two.
+BEFORE, AFTER = "before the grid", "after the grid"
 
 
 def kernel_model(cache: Path, weight_type: str) -> Path:
@@ -105,10 +110,39 @@ def probe_engine_kernels(
     specs: dict[str, dict[str, Any]],
     builds: dict[str, dict[str, Any]],
     cache: Path,
+    bracket: str = BEFORE,
 ) -> list[dict[str, Any]]:
-    """Every (engine, ggml type) in `wanted` (engine -> types), in order."""
+    """Every (engine, ggml type) in `wanted` (engine -> types), in order; `bracket` says whether
+    this pass ran before the measured grid or after it."""
     return [
-        probe_engine_kernel(engine, specs[engine], builds[engine], weight_type, cache)
+        {**probe_engine_kernel(engine, specs[engine], builds[engine], weight_type, cache), "bracket": bracket}
         for engine, types in sorted(wanted.items())
         for weight_type in sorted(types)
     ]
+
+
+def wanted_types(
+    runs: dict[str, list[str]], models: dict[str, dict[str, Any]], cache: Path
+) -> dict[str, list[str]]:
+    """Engine -> the ggml types of the prefill matrices of the models it runs (`runs`: engine ->
+    model names; `models`: name -> the fetched model's record)."""
+    return {
+        engine: sorted({t for model in names for t in _matrix_types(cache, models[model])})
+        for engine, names in runs.items()
+    }
+
+
+def _matrix_types(cache: Path, model: dict[str, Any]) -> list[str]:
+    """The ggml types of a model's prefill matrices (none where its per-token costs are unreadable)."""
+    read = partial(model_traffic, Path(model["path"]))
+    try:
+        costs = derived_from_file(cache, "model_traffic", model["sha256"], read)
+    except WhichshotError:
+        return []
+    return list(costs["prefill_matrix_parameters_by_type"])
+
+
+def merge_after(probe: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """A hardware probe with the kernel records of the pass after the grid on the same machine
+    added to its own (the ceiling takes the fastest of both)."""
+    return {**probe, "engine_kernels": [*probe.get("engine_kernels", []), *after.get("engine_kernels", [])]}

@@ -70,10 +70,11 @@ class Factor:
     metric: str
     a: float | None
     b: float | None
+    unlike: bool = False  # both measured it, by different methods: no ratio
 
     @property
     def ratio(self) -> float:
-        if self.a is None or self.b is None or self.a == 0:
+        if self.a is None or self.b is None or self.a == 0 or self.unlike:
             return math.nan
         return self.b / self.a
 
@@ -81,6 +82,12 @@ class Factor:
         """'A', 'B', 'A and B' where not measured, else None."""
         sides = [side for side, value in (("A", self.a), ("B", self.b)) if value is None]
         return " and ".join(sides) or None
+
+    def gap(self) -> str | None:
+        """Why there is no ratio, in words (None: there is one)."""
+        if self.missing():
+            return f"not measured in {self.missing()}"
+        return f"{self.metric} measured by different methods in A and B" if self.unlike else None
 
 
 def load_run(path: Path) -> Run:
@@ -128,7 +135,7 @@ def _row(head: dict, machine: dict[str, Factor], cells_a, cells_b, shots_a, shot
         "host_load_a": load_a,
         "host_load_b": load_b,
         "host_busy": bool(busy),
-        "not_measured": {n: factors[n].missing() for n in FACTORS if factors[n].missing()},
+        "not_measured": {n: factors[n].gap() for n in FACTORS if factors[n].gap()},
         "factor": factor,
         "why": why,
     }
@@ -141,7 +148,7 @@ def attribute(metric: str, ratio: float, factors: dict[str, Factor]) -> tuple[st
     names = ("bandwidth",) if metric == DECODE else ("compute", "engine_compute")
     measured = [n for n in names if not math.isnan(factors[n].ratio)]
     if not measured:
-        return "unexplained", "; ".join(f"{WORDS[n]} not measured in {factors[n].missing()}" for n in names)
+        return "unexplained", "; ".join(f"{WORDS[n]} {factors[n].gap()}" for n in names)
     closest = min(measured, key=lambda n: abs(math.log(factors[n].ratio / ratio)))
     words = f"{WORDS[closest]} ({factors[closest].metric}) x{factors[closest].ratio:.2f}"
     if _explains(factors[closest].ratio, ratio):
@@ -152,12 +159,12 @@ def attribute(metric: str, ratio: float, factors: dict[str, Factor]) -> tuple[st
 def _speedup_factor(ratio: float, factors: dict[str, Factor]) -> tuple[str, str]:
     acceptance, predicted = factors["acceptance"], factors["predicted_speedup"]
     if math.isnan(acceptance.ratio):
-        return "unexplained", f"acceptance not measured in {acceptance.missing()}"
+        return "unexplained", f"acceptance {acceptance.gap()}"
     if abs(acceptance.ratio - 1) >= ACCEPTANCE_ALIKE:
         return "acceptance", f"acceptance x{acceptance.ratio:.2f} differs by {ACCEPTANCE_ALIKE:.0%} or more"
     alike = f"acceptance alike (x{acceptance.ratio:.2f})"
     if math.isnan(predicted.ratio):
-        return "unexplained", f"{alike}; verify cost not measured in {predicted.missing()}"
+        return "unexplained", f"{alike}; verify cost {predicted.gap()}"
     words = f"predicted speed-up x{predicted.ratio:.2f} (verify cost x{factors['verify_cost'].ratio:.2f})"
     if _explains(predicted.ratio, ratio):
         return WORDS["verify_cost"], f"{alike}; {words} explains x{ratio:.2f} within {EXPLAINS_WITHIN:.0%}"
@@ -196,27 +203,34 @@ def _cell_figures(figures: pd.DataFrame) -> dict[tuple[str, str], float]:
 
 
 def _machine_factors(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, Factor]:
-    values_a, values_b = _machine_values(a), _machine_values(b)
+    (values_a, methods_a), (values_b, methods_b) = _machine_values(a), _machine_values(b)
+    unlike = {m for m in methods_a.keys() & methods_b.keys() if methods_a[m] != methods_b[m]}
     engine = sorted(m for m in {*values_a, *values_b} if m.endswith(ENGINE_COMPUTE_SUFFIX))
     choices = {
         "bandwidth": BANDWIDTH,
         "compute": COMPUTE,
         "engine_compute": engine or ("cpu" + ENGINE_COMPUTE_SUFFIX,),
     }
-    return {name: _pick(metrics, values_a, values_b) for name, metrics in choices.items()}
+    return {name: _pick(metrics, values_a, values_b, unlike) for name, metrics in choices.items()}
 
 
-def _machine_values(figures: pd.DataFrame) -> dict[str, float]:
-    """Measured figures of the machine (no cell): the probes' bandwidth and compute."""
+def _machine_values(figures: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
+    """Measured figures of the machine (no cell): the probes' bandwidth and compute, and each one's
+    method (its formula: a one-thread copy and an all-threads copy are not one measurement)."""
     rows = figures[(figures["cell_id"].fillna("") == "") & (figures["kind"] != "assumed")]
     rows = rows[rows["value"].notna()]
-    return dict(zip(rows["metric"], rows["value"].astype(float), strict=True))
+    values = dict(zip(rows["metric"], rows["value"].astype(float), strict=True))
+    return values, dict(zip(rows["metric"], rows["formula"].fillna(""), strict=True))
 
 
-def _pick(metrics: Iterable[str], a: dict[str, float], b: dict[str, float]) -> Factor:
-    """The first metric both runs measured, else the first either did (to say where it is missing)."""
+def _pick(metrics: Iterable[str], a: dict[str, float], b: dict[str, float], unlike: set[str]) -> Factor:
+    """The first metric both runs measured alike, else one both measured unlike, else the first
+    either did (to say where it is missing)."""
     metrics = list(metrics)
-    chosen = next((m for m in metrics if m in a and m in b), None)
+    both = [m for m in metrics if m in a and m in b]
+    chosen = next((m for m in both if m not in unlike), None)
+    if chosen is None and both:
+        return Factor(both[0], a[both[0]], b[both[0]], unlike=True)
     chosen = chosen or next((m for m in metrics if m in a or m in b), metrics[0])
     return Factor(chosen, a.get(chosen), b.get(chosen))
 
@@ -232,32 +246,37 @@ def _host_load(shots: pd.DataFrame, shot_ids: Iterable[str]) -> tuple[float | No
 
 def render(table: pd.DataFrame, a_name: str, b_name: str) -> str:
     """The comparison as Markdown: the rule, then one row per headline figure."""
-    header = ["figure", "cell", "A", "B", "B/A", *(WORDS[f] for f in FACTORS), "factor", "why"]
+    header, rows = table_cells(table)
     lines = [
         f"# compare: B / A\n\nA: `{a_name}`  \nB: `{b_name}`\n",
         f"Rule: {ATTRIBUTION}\n",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    for row in table.to_dict("records"):
-        cells = [
-            row["figure"],
-            f"`{row['cell']}`",
-            f"{row['a']:.4g}",
-            f"{row['b']:.4g}",
-            f"x{row['ratio']:.3f}",
-        ]
-        cells += [_factor_words(row, name) for name in FACTORS]
-        lines.append("| " + " | ".join([*cells, row["factor"], row["why"]]) + " |")
+    lines += ["| " + " | ".join([*cells[:1], f"`{cells[1]}`", *cells[2:]]) + " |" for cells in rows]
     if table.empty:
-        lines.append("\nNo headline figure of one run has a cell of the other's.")
+        lines.append(f"\n{NO_COMMON_CELL}")
     return "\n".join(lines) + "\n"
 
 
+NO_COMMON_CELL = "No headline figure of one run has a cell of the other's."
+
+
+def table_cells(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The comparison's header and rows as text, for Markdown and the HTML report alike."""
+    header = ["figure", "cell", "A", "B", "B/A", *(WORDS[f] for f in FACTORS), "factor", "why"]
+    rows = []
+    for row in table.to_dict("records"):
+        cells = [row["figure"], row["cell"], f"{row['a']:.4g}", f"{row['b']:.4g}", f"x{row['ratio']:.3f}"]
+        cells += [_factor_words(row, name) for name in FACTORS]
+        rows.append([*cells, row["factor"], row["why"]])
+    return header, rows
+
+
 def _factor_words(row: dict[str, Any], name: str) -> str:
-    side = row["not_measured"].get(name)
-    if side:
-        return f"not measured in {side}"
+    gap = row["not_measured"].get(name)
+    if gap:
+        return gap
     if name == "host_load":
         ratio = "" if math.isnan(row[name]) else f"x{row[name]:.2f} "
         return f"{ratio}({row['host_load_a']:.2f} / {row['host_load_b']:.2f} cores)"

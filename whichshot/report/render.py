@@ -9,8 +9,10 @@ import pandas as pd
 
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
+from whichshot.measure.aggregate import upgrade_shots
 from whichshot.report.answer import answer_block
 from whichshot.report.claims import counts_line, source_titles, split_claims
+from whichshot.report.compare import ATTRIBUTION, NO_COMMON_CELL, Run, compare_runs, load_run, table_cells
 from whichshot.report.format import (
     KIND_LETTERS,
     KIND_WORDS,
@@ -45,6 +47,7 @@ def render_report(
     run_id: str,
     privacy: dict[str, bool] | None = None,
     claims: list[dict[str, Any]] | None = None,
+    comparison: dict[str, Any] | None = None,
 ) -> str:
     """The report's HTML: every number comes from a figures row and carries its id and kind. Request
     text and model output are shown only with privacy["show_text"]."""
@@ -91,6 +94,7 @@ def render_report(
         claim_sources=source_titles(claims or []),
         claim_counts=counts_line(claims or []),
         privacy=privacy_words(privacy),
+        comparison=comparison,
     )
 
 
@@ -206,18 +210,39 @@ def load_runs(builds: list[Path], models: list[Path]) -> dict[str, list[dict[str
     }
 
 
+def comparison_section(other: str, run_id: str, figures: pd.DataFrame, shots: pd.DataFrame) -> dict[str, Any]:
+    """The report's comparison of this run (B) with another run's results dir (A)."""
+    header, rows = table_cells(
+        compare_runs(load_run(Path(other)), Run(run_id, figures, upgrade_shots(shots)))
+    )
+    return {
+        "a": other,
+        "b": run_id,
+        "rule": ATTRIBUTION,
+        "header": header,
+        "rows": rows,
+        "empty": NO_COMMON_CELL,
+    }
+
+
 def write_report_from_files(
-    paths: dict[str, Any], report_dir: Path, run_id: str, privacy: dict[str, bool] | None = None
+    paths: dict[str, Any],
+    report_dir: Path,
+    run_id: str,
+    privacy: dict[str, bool] | None = None,
+    compare_with: str = "",
 ) -> None:
     """The render step: figures, caveats, shots, build.json and model files -> index.html,
-    summary.md and one PNG per plot in report_dir."""
+    summary.md and one PNG per plot in report_dir; with compare_with, a section comparing this run
+    with that one."""
     shots = pd.read_parquet(paths["shots"])
     figures = pd.read_parquet(paths["figures"])
     caveats = pd.read_parquet(paths["caveats"])
     plots = draw_plots(figures, report_dir)
     runs = load_runs(paths["builds"], paths["models"])
     claims = pd.read_parquet(paths["claims"]).to_dict("records") if paths.get("claims") else []
-    html = render_report(figures, caveats, shots, runs, plots, run_id, privacy, claims)
+    comparison = comparison_section(compare_with, run_id, figures, shots) if compare_with else None
+    html = render_report(figures, caveats, shots, runs, plots, run_id, privacy, claims, comparison)
     write_text(html, report_dir / "index.html")
     summary = render_summary(figures, caveats, run_id, claims, run_summary(shots), runs)
     write_text(summary, report_dir / "summary.md")

@@ -8,6 +8,7 @@ rule archive_run:
         [f"results/models/{model}.json" for model in config["models"]],
         [f"results/traffic/{model}.json" for model in measured_models(config)],
         PROBES,
+        KERNELS_AFTER_FILES,
         expand(
             "results/prompts/{engine}/{model}.json",
             engine=config["engines"],

@@ -10,6 +10,8 @@ from whichshot.config import check_config, check_config_file
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
 from whichshot.measure.estimate import estimate_words
+from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
+from whichshot.measure.kernel_probe import BEFORE as KERNELS_BEFORE
 from whichshot.measure.grid import (
     all_jobs,
     measured_models,
@@ -36,6 +38,9 @@ if workflow.output_settings.dryrun and workflow.is_main_process:
 NODES = nodes_of(JOBS.values(), config["placement"])
 # The hardware probes: one per placement node (its ceilings), else one.
 PROBES = [f"results/hardware/{name}.json" for name in probe_names(config["placement"])]
+KERNELS_AFTER_FILES = [
+    f"results/hardware/after/{name}.json" for name in probe_names(config["placement"])
+]
 PROBE_PATTERN = "|".join(probe_names(config["placement"])).replace(".", r"\.")
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
@@ -191,6 +196,7 @@ def figure_inputs(wildcards):
         "models": [f"results/models/{model}.json" for model in config["models"]],
         "bench": bench_outputs(),
         "hardware": PROBES,
+        "kernels_after": KERNELS_AFTER_FILES,
         "traffic": [
             f"results/traffic/{model}.json" for model in measured_models(config)
         ],

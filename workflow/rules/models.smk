@@ -39,6 +39,35 @@ rule probe_hardware:
         kernels=kernel_probe_models(),
         engines=probe_engine_settings(),
         cache_dir=config["cache_dir"],
+        bracket=KERNELS_BEFORE,
+    script:
+        "../scripts/probe_hardware.py"
+
+
+# The engines' kernels again once every series has run (the shots table is written after the
+# last one): a shared machine's speed drifts, and the ceiling takes the faster pass.
+rule probe_kernels_after:
+    input:
+        unpack(probe_inputs),
+        shots="results/shots.parquet",
+    output:
+        "results/hardware/after/{probe}.json",
+    log:
+        "logs/probe_kernels_after/{probe}.log",
+    wildcard_constraints:
+        probe=PROBE_PATTERN,
+    conda:
+        ENV
+    resources:
+        measurement_slot=1,
+        slurm_extra=probe_slurm_extra,
+    params:
+        node=probed_node,
+        copy_threads=probe_copy_threads(),
+        kernels=kernel_probe_models(),
+        engines=probe_engine_settings(),
+        cache_dir=config["cache_dir"],
+        bracket=KERNELS_AFTER,
     script:
         "../scripts/probe_hardware.py"
 

@@ -137,5 +137,6 @@ rule render_report:
             "show_text": config["report"]["show_text"],
             "include_inputs": config["archive"]["include_inputs"],
         },
+        compare_with=config["report"]["compare_with"],
     script:
         "../scripts/render_report.py"

@@ -18,6 +18,7 @@ def main(smk):
         Path(smk.output.caveats),
         [Path(p) for p in smk.input.hardware],
         [Path(p) for p in smk.input.traffic],
+        [Path(p) for p in smk.input.kernels_after],
     )
 
 

@@ -11,7 +11,9 @@ from whichshot.report.render import write_report_from_files
 
 def main(smk):
     paths = {key: smk.input[key] for key in ("claims", "figures", "caveats", "shots", "builds", "models")}
-    write_report_from_files(paths, Path(smk.output.html).parent, smk.params.run_id, smk.params.privacy)
+    write_report_from_files(
+        paths, Path(smk.output.html).parent, smk.params.run_id, smk.params.privacy, smk.params.compare_with
+    )
 
 
 run_script(snakemake, main)
