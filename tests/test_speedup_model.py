@@ -2,19 +2,27 @@
 engine's verification cost on this machine (t(k+1)/t(1)), set against the measured one."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.pipeline import load_config, run_pipeline
 from whichshot.figures.aggregations import compute, recompute
-from whichshot.figures.speedup_model_figures import PREDICTED_SPEEDUP, PREDICTION_RESIDUAL, VERIFY_COST
+from whichshot.figures.speedup_model_figures import (
+    PREDICTED_SPEEDUP,
+    PREDICTION_RESIDUAL,
+    QUIET_PREDICTION_RESIDUAL,
+    VERIFY_COST,
+)
+from whichshot.figures.table import write_figures_from_files
 
 # results/reference/cpu_first_run's warm edit_file shot (real text, ngram-simple, cap 16): 217 output
 # tokens, 256 drafted, 194 accepted, llama-server's mean len 13.12 -> 194 / 12.12 = 16 verify steps.
 EDIT = {"output_tokens": 217, "engine_draft_tokens": 256, "engine_draft_accepted": 194,
         "engine_draft_mean_len": 13.12, "server_spec_drafts_delta": None}  # fmt: skip
 COLUMNS = list(EDIT)
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 
 
 def _predicted(rows: list[dict], ratio_at_cap: float | None, cap: int = 16) -> float | None:
@@ -55,6 +63,29 @@ def test_a_shot_that_drafted_nothing_is_all_plain_steps():
         "engine_draft_mean_len": None,
     }
     assert _predicted([none_drafted], 4.7) == pytest.approx(1.0)
+
+
+def test_where_a_shot_ran_beside_foreign_work_the_residual_is_also_given_without_it(tmp_path):
+    """cpu_cost_model's shots with one no-draft shot of recall marked busy: that cell's residual
+    is also computed against its speed-up without the busy shot (the `_quiet` figures), the
+    others have none."""
+    run = REFERENCE / "cpu_cost_model"
+    shots = pd.read_parquet(run / "shots.parquet")
+    busy = shots.index[
+        shots["job_id"].str.contains("verbatim_recall-real.warm") & (shots["spec_mode"] == "none")
+    ][-1]
+    shots.loc[busy, "host_foreign_cores"] = 1.5  # beyond 0.1 cores on 2 cores with 2 engine threads
+    shots.to_parquet(tmp_path / "shots.parquet")
+    out = (tmp_path / "figures.parquet", tmp_path / "caveats.parquet")
+    write_figures_from_files(tmp_path / "shots.parquet", sorted(run.glob("bench/*.json")), 0.7, *out)
+    figures = pd.read_parquet(out[0])
+    quiet = figures[figures["metric"] == QUIET_PREDICTION_RESIDUAL]
+    assert list(quiet["workload"]) == ["verbatim_recall"] and list(quiet["text_kind"]) == ["real"]
+    cell = figures[figures["cell_id"] == quiet["cell_id"].iloc[0]].set_index("metric")["value"]
+    assert quiet["value"].iloc[0] == pytest.approx(
+        cell["speedup_vs_none_quiet"] / cell[PREDICTED_SPEEDUP] - 1
+    )
+    assert cell["speedup_vs_none_quiet"] != pytest.approx(cell["speedup_vs_none"])
 
 
 def test_the_verify_cost_is_the_wide_batchs_seconds_over_one_tokens():

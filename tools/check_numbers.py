@@ -76,11 +76,12 @@ def _paragraph_of_lines(markdown: str) -> dict[int, str]:
 
 
 def supported(written: str, printed: set[float]) -> bool:
-    """The written number equals some printed value rounded to the written precision."""
+    """The written number equals some printed value rounded to the written precision (the prose's
+    sign is not part of the number, so a printed -5.9 supports a written "-5.9 %")."""
     decimals = len(written.partition(".")[2])
     value = float(written.replace(",", ""))
     tolerance = 0.5 * 10**-decimals + 1e-9
-    return any(abs(p - value) <= tolerance for p in printed)
+    return any(abs(abs(p) - value) <= tolerance for p in printed)
 
 
 def printed_by(paths: Iterable[Path]) -> set[float]:

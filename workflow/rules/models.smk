@@ -24,6 +24,8 @@ rule probe_hardware:
         "results/hardware/{probe}.json",
     log:
         "logs/probe_hardware/{probe}.log",
+    benchmark:
+        "results/benchmarks/probe_hardware/{probe}.tsv"
     wildcard_constraints:
         probe=PROBE_PATTERN,
     conda:
@@ -54,6 +56,8 @@ rule probe_kernels_after:
         "results/hardware/after/{probe}.json",
     log:
         "logs/probe_kernels_after/{probe}.log",
+    benchmark:
+        "results/benchmarks/probe_kernels_after/{probe}.tsv"
     wildcard_constraints:
         probe=PROBE_PATTERN,
     conda:
