@@ -92,7 +92,12 @@ def test_workload_table_and_its_figures(figures, run):
     summary = (run / "results" / "report" / "summary.md").read_text(encoding="utf-8")
     assert "## Workloads × speculative modes" in summary
     cells = workload[(workload["metric"] == "decode_tok_s") & workload["shot_index"].isna()]
-    assert summary.count("| smollm2_135m | verbatim_recall |") == len(cells)
+    section = summary.split("## Workloads × speculative modes")[1].split("\n## ")[0]
+    assert section.count("| smollm2_135m | verbatim_recall |") == len(cells)
+    # the cost model's table: one row per drafted cell whose verify cost was probed
+    modelled = workload[(workload["metric"] == "verify_cost_ratio")]
+    model_section = summary.split("## Why drafting gains this much here")[1].split("\n## ")[0]
+    assert model_section.count("| smollm2_135m | verbatim_recall |") == len(modelled)
 
 
 def test_caveats_fire_from_the_data_and_link_to_their_figures(run, figures, page):
