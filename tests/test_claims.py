@@ -15,7 +15,7 @@ from whichshot.claims.check import check_claims
 from whichshot.claims.load import load_claims
 from whichshot.errors import WhichshotError
 from whichshot.figures.table import compute_figures
-from whichshot.measure.grid import AXES
+from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
 

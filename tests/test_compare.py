@@ -10,9 +10,9 @@ import pytest
 from tests.shot_tables import cell
 from whichshot.compare import main
 from whichshot.figures.cells import cell_id
-from whichshot.measure.grid import AXES
 from whichshot.report.compare import Run, compare_runs, load_run, render
 from whichshot.report.render import write_report_from_files
+from whichshot.shots.axes import AXES
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 GRID = cell(protocol="warm")

@@ -88,7 +88,7 @@ def test_the_schema_fills_every_default_once_also_inside_named_maps():
 
 
 def test_shot_columns_marked_as_axes_are_the_grids_axes():
-    from whichshot.measure.grid import AXES
+    from whichshot.shots.axes import AXES
     from whichshot.tables import record_schema
 
     marked = [n for n, p in record_schema("shots")["properties"].items() if p.get("x-axis")]

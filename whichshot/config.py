@@ -14,7 +14,7 @@ import yaml
 from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
 from whichshot.engines import engine_kinds, import_engine_modules, load_engine
 from whichshot.errors import WhichshotError
-from whichshot.measure.grid import AXES
+from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
 

@@ -4,8 +4,8 @@ own checks are its module's (check_config, check_mode)."""
 from typing import Any
 
 from whichshot.engines import engine_kinds, load_engine
-from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.errors import invalid_config
+from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.spec_modes import applies, is_no_draft, kind_settings, uses_draft_model
 
 

@@ -21,8 +21,8 @@ import pandas as pd
 
 from whichshot.claims.load import Claim, comparable_units
 from whichshot.figures.caveats.gates import NOT_CHECKABLE_HERE, gate_words, gated_out
-from whichshot.figures.cells import AXES
 from whichshot.figures.statistic import EVERY_SHOT
+from whichshot.shots.axes import AXES
 
 UNSTATED = "unstated"
 COMPARED = ("matches", "minority match", "not reproduced")  # the statuses whose readings were compared

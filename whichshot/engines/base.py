@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from whichshot.measure.process import EngineProcess
+from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.telemetry.gpus import GpuUse
 
 # The state of an engine's prompt cache where nothing says it (shots' prompt_cache_state).
@@ -14,10 +15,6 @@ NOT_KNOWN_CACHE = "not known"
 ONE_DECODE = "one decode before ready"
 NO_WARMUP = "none"
 UNKNOWN_WARMUP = "the server's own, not known"
-# Tokens per prefill step (physical batch) and requests in flight where the config sets neither:
-# llama.cpp's own -ub and one slot.
-DEFAULT_PREFILL_CHUNK = 512
-ONE_STREAM = 1
 # A mode's draft limits where nothing drafts or the engine does not say (shots' spec_* columns).
 UNKNOWN_DRAFT_LIMITS = {"spec_types": None, "spec_draft_cap_tokens": None, "spec_verify_width": None}
 

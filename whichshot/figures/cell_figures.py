@@ -4,12 +4,12 @@ speed-by-shot-index curve (energy per token with its verdict: energy_figures).""
 
 import pandas as pd
 
-from whichshot.engines.base import ONE_STREAM
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, series_of
 from whichshot.figures.statistic import Selection, ShotIndexRule, longest_run
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
+from whichshot.shots.axes import ONE_STREAM
 
 # Columns summarised per cell wherever the run measured them (any shot of the engine has a value).
 CELL_COLUMNS = (

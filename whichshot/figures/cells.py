@@ -1,4 +1,4 @@
-"""Grid cells as columns. Every grid axis is a typed shot column (whichshot.measure.grid.AXES); a cell
+"""Grid cells as columns. Every grid axis is a typed shot column (whichshot.shots.axes); a cell
 is the group of shots that share all of them, and its series are its jobs (one per repeat). Nothing
 here, or downstream, takes a job id or label apart."""
 
@@ -8,13 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
-from whichshot.measure.grid import AXES
+from whichshot.shots.axes import AXES, AXIS, FRESH_PROCESS
 
 Cell = dict[str, Any]  # axis -> value; a figure above one cell leaves the axes it spans out
-_INTEGER_AXES = frozenset({"prompt_tokens_requested", "context_tokens_requested", "prefill_chunk_tokens",
-                           "parallel_streams"})  # fmt: skip
-_FLOAT_AXES = frozenset({"rest_s", "precondition_s"})
 # The pools of every shot of an engine and model (the best clock, client against engine): one per
 # node where the run compares nodes, so that no pool sets one node's shots against another's.
 ENGINE_MODEL = ("engine", "model", "node_requested")
@@ -24,10 +20,8 @@ def clean(axis: str, value: Any) -> Any:
     """An axis value as plain Python (NaN and pandas NA -> None, integral axes -> int)."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return None
-    if axis in _INTEGER_AXES:
-        return int(value)
-    if axis in _FLOAT_AXES:
-        return float(value)
+    if AXIS[axis].type in (int, float):
+        return AXIS[axis].type(value)
     return value.item() if hasattr(value, "item") else value
 
 
@@ -56,33 +50,21 @@ def shots_in(shots: pd.DataFrame, cell: Cell) -> pd.DataFrame:
 def cold_sibling(warm: Cell) -> Cell:
     """The cold cell a warm cell is compared with: the same cell, shot 1 of fresh processes (no rest,
     no warm-up before it)."""
-    return {**warm, "protocol": "cold", "rest_s": 0.0, "precondition_s": 0.0}
+    return {**warm, **FRESH_PROCESS}
 
 
 def cell_id(cell: Cell) -> str:
     """A readable, unique id: the axis values in AXES order ('/'-joined). Axes the cell leaves out, or
     has no value for (a workload of fixed text has no prompt length), are skipped, and so are the
     load axes at their defaults: ids from before those axes existed stay as they were."""
-    named = [axis for axis in AXES if cell.get(axis) not in (None, _UNNAMED.get(axis))]
+    named = [axis for axis in AXES if cell.get(axis) not in (None, AXIS[axis].unnamed)]
     return "/".join(_part(axis, cell[axis]) for axis in named)
 
 
 def _part(axis: str, value: Any) -> str:
-    if axis in _FLOAT_AXES:
-        return f"{_PREFIX[axis]}{value:g}s"
-    return f"{_PREFIX.get(axis, '')}{value}"
-
-
-_UNNAMED = {"prefill_chunk_tokens": DEFAULT_PREFILL_CHUNK, "parallel_streams": ONE_STREAM}
-_PREFIX = {
-    "prompt_tokens_requested": "p",
-    "context_tokens_requested": "ctx",
-    "rest_s": "rest",
-    "precondition_s": "pre",
-    "prefill_chunk_tokens": "ub",
-    "parallel_streams": "np",
-    "node_requested": "on-",
-}
+    if AXIS[axis].type is float:
+        return f"{AXIS[axis].prefix}{value:g}s"  # seconds: rest0.5s
+    return f"{AXIS[axis].prefix}{value}"
 
 
 def series_of(shots: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:

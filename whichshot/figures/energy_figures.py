@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from whichshot.engines.base import ONE_STREAM
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cell_figures import measured_here
 from whichshot.figures.cells import Cell, group_cells, series_of
 from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, ENERGY_SPLIT_LIMIT, MIN_ENERGY_COUNTER_UPDATES
 from whichshot.figures.statistic import Selection, index_ranges, longest_run
+from whichshot.shots.axes import ONE_STREAM
 
 
 def energy_figures(catalog: Catalog) -> list[figure.Figure]:

@@ -10,9 +10,10 @@ from functools import cache
 from typing import Any
 
 from whichshot.figures.aggregations import compute
-from whichshot.figures.cells import AXES, Cell, cell_id
+from whichshot.figures.cells import Cell, cell_id
 from whichshot.figures.provenance import kind_of
 from whichshot.figures.statistic import Selection
+from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
 # Whose clock or check a shot column comes from (x-source in shots.schema.yaml), in words.

@@ -16,11 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.engines.base import ONE_STREAM
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.ceiling_figures import machine_of, probed_machines
-from whichshot.figures.cells import AXES, Cell, group_cells
+from whichshot.figures.cells import Cell, group_cells
+from whichshot.shots.axes import AXES, ONE_STREAM
 
 PEAK_BANDWIDTH = "gpu_peak_bandwidth_bytes_s"  # the vendor's: GPM's utilisation is a share of it
 DRAM_COLUMNS = ["prefill_dram_bw_util_median_pct", "ttft_s"]

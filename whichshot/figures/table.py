@@ -14,7 +14,6 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats import attach, rules
 from whichshot.figures.ceiling_figures import ceiling_figures
 from whichshot.figures.cell_figures import cell_figures
-from whichshot.figures.cells import AXES
 from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
 from whichshot.figures.constants import constant_figures
 from whichshot.figures.crosscheck_figures import bench_figures, client_engine_figures
@@ -29,6 +28,7 @@ from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
 from whichshot.measure.aggregate import read_shots, upgrade_shots
 from whichshot.measure.kernel_probe import merge_after
+from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema, write_table
 
 # In this order: a family may use the figures of those before it.

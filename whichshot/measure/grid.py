@@ -10,14 +10,11 @@ import itertools
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.spec_modes import applies
 
-# The grid's axes: each is a typed column of every shot (marked x-axis in shots.schema.yaml), and a
-# cell is the group of shots that share all of them. A series (one job, one repeat) is part of a cell.
-AXES = ("engine", "model", "workload", "text_kind", "prompt_tokens_requested", "protocol", "rest_s",
-        "precondition_s", "context_tokens_requested", "order", "spec_mode", "engine_warmup", "trace",
-        "request_id", "prefill_chunk_tokens", "parallel_streams", "node_requested")  # fmt: skip
+# A series (one job, one repeat) is part of a cell, the group of shots sharing every axis of
+# whichshot.shots.axes.
 DEFAULT_WARMUP = "engine_default"
 BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
 TRACE_WORKLOAD = "trace"  # a request of the user's own trace

@@ -3,8 +3,9 @@
 import math
 from typing import Any
 
-from whichshot.measure.grid import AXES, BASE_WORKLOAD, NO_DRAFT
+from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
 from whichshot.measure.quality import first_divergence
+from whichshot.shots.axes import AXES
 
 _AXES_BUT_MODE = tuple(axis for axis in AXES if axis != "spec_mode")
 

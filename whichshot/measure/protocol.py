@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import requests
 
 from whichshot.atomic import JsonlJournal
-from whichshot.engines.base import ONE_STREAM, Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
 from whichshot.entry import tell
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
@@ -28,6 +28,7 @@ from whichshot.measure.records import (
     stream_fields,
 )
 from whichshot.prepare.user_texts import user_source_pin
+from whichshot.shots.axes import ONE_STREAM
 from whichshot.spec_modes import kind_settings
 
 

@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from whichshot.engines.base import DEFAULT_PREFILL_CHUNK, ONE_STREAM, ServerSettings
+from whichshot.engines.base import ServerSettings
+from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 
 
 def server_settings(

@@ -20,7 +20,8 @@ import pandas as pd  # noqa: E402
 from whichshot.figures.caveats.gates import gate_label, gated_out  # noqa: E402
 from whichshot.figures.trace_figures import MIX_AXES  # noqa: E402
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD  # noqa: E402
-from whichshot.report.tables import records_of  # noqa: E402
+from whichshot.report.tables import LOAD_AXES, records_of  # noqa: E402
+from whichshot.shots.axes import AXES, AXIS, SERIES_SHAPE  # noqa: E402
 
 # Okabe-Ito (colour-blind safe); greyscale safety comes from the markers, lines and hatches.
 _COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")
@@ -93,11 +94,12 @@ def _modes_in_order(modes) -> list[str]:
 
 
 def _cell_label(row) -> str:
-    """'model on gpu01 p1024 ctx4096 reverse': the axes that tell a protocol-grid curve from the next."""
+    """'model on gpu01 p1024 ctx4096 ub2048 reverse': the axes that tell a protocol-grid curve from the
+    next (the load axes where they are not at their defaults)."""
     words = [row["model"] + _on(row.get("node_requested"))]
-    for axis, prefix in (("prompt_tokens_requested", "p"), ("context_tokens_requested", "ctx")):
-        if not pd.isna(row.get(axis)):
-            words.append(f"{prefix}{int(row[axis])}")
+    for axis in ("prompt_tokens_requested", "context_tokens_requested", *LOAD_AXES):
+        if not pd.isna(row.get(axis)) and row[axis] != AXIS[axis].unnamed:
+            words.append(f"{AXIS[axis].prefix}{int(row[axis])}")
     if row.get("order") not in (None, "same"):
         words.append(row["order"])
     return " ".join(words)
@@ -199,18 +201,8 @@ def _clock_axis(twin, clocks: pd.Series, name: str) -> None:
 
 # --- rest before each warm shot ------------------------------------------------------------------
 
-_ALL_BUT_REST = [
-    "engine",
-    "model",
-    "workload",
-    "text_kind",
-    "prompt_tokens_requested",
-    "precondition_s",
-    "context_tokens_requested",
-    "order",
-    "spec_mode",
-    "node_requested",
-]
+# A warm line per cell less its rest (the axis drawn); every other axis tells lines apart.
+_ALL_BUT_REST = [axis for axis in AXES if axis not in ("protocol", "rest_s")]
 
 
 def rest_effect(figures: pd.DataFrame):
@@ -241,7 +233,7 @@ def _rest_lines(axis, frame: pd.DataFrame, warm: pd.DataFrame, metric: str) -> N
         first, style = group.iloc[0], _style(n)
         axis.plot(group["rest_s"], group["value"], **style, label=f"{_cell_label(first)} warm")
         sibling = cold
-        for column in [c for c in _ALL_BUT_REST if c != "precondition_s"]:
+        for column in [c for c in _ALL_BUT_REST if c not in SERIES_SHAPE]:
             sibling = sibling[
                 sibling[column].fillna(-1) == (first[column] if first[column] is not None else -1)
             ]

@@ -14,7 +14,7 @@ import pandas as pd
 from whichshot.figures.answer_figures import ANSWER_METRICS
 from whichshot.figures.caveats.gates import gate_label, gate_words, gated_out
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.figures.cells import AXES
+from whichshot.figures.cells import clean
 from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
 from whichshot.figures.noise import METHOD as NOISE_METHOD
@@ -27,6 +27,7 @@ from whichshot.figures.speedup_model_figures import (
 )
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
+from whichshot.shots.axes import AXES
 
 # (metric, column header, unit shown in the header)
 HEADLINE_COLUMNS = (
@@ -396,28 +397,17 @@ def named_metrics() -> frozenset[str]:
 
 
 def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
-    """Figure rows as plain dicts: lists as lists, missing numbers as None."""
+    """Figure rows as plain dicts: lists as lists, missing numbers as None, every axis as plain
+    Python (cells.clean)."""
     rows = figures.to_dict("records")
     for row in rows:
         for key in ("caveat_ids", "shot_ids", "source_ids", "input_figure_ids", "columns", "reads"):
             row[key] = list(row[key]) if row.get(key) is not None else []
-        for key in (
-            "value",
-            "rest_s",
-            "precondition_s",
-            "shot_index",
-            "prompt_tokens_requested",
-            "context_tokens_requested",
-            "prefill_chunk_tokens",
-            "parallel_streams",
-        ):
+        for key in ("value", "shot_index"):
             row[key] = None if pd.isna(row.get(key)) else row[key]
-        for key in ("prompt_tokens_requested", "context_tokens_requested", "shot_index",
-                    "prefill_chunk_tokens", "parallel_streams"):  # fmt: skip
-            row[key] = None if row[key] is None else int(row[key])
-        for key in ("workload", "text_kind", "spec_mode", "engine", "model", "protocol", "order", "trace",
-                    "request_id", "node_requested"):  # fmt: skip
-            row[key] = None if pd.isna(row.get(key)) else row[key]
+        row["shot_index"] = None if row["shot_index"] is None else int(row["shot_index"])
+        for axis in AXES:
+            row[axis] = clean(axis, row.get(axis))
     return rows
 
 

@@ -5,16 +5,15 @@ import pandas as pd
 
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import Finding
-from whichshot.figures.cells import AXES, cell_id, group_cells
+from whichshot.figures.cells import cell_id, group_cells
 from whichshot.figures.constants import DRAFTER_WARM_ACCEPTANCE_MARGIN
 from whichshot.figures.statistic import ok_rows
 from whichshot.figures.workload_figures import COUNT_RATIOS
 from whichshot.measure.grid import NO_DRAFT
+from whichshot.shots.axes import AXES, SERIES_SHAPE
 
 # (accepted, drafted) columns, the engine's own counts first, then the server's counter deltas.
 ACCEPTANCE_COUNTS = tuple((n, d) for metric, n, d, _ in COUNT_RATIOS if metric.endswith("acceptance_rate"))
-# A cell's cold and warm shots differ only in these axes (the cold sibling: clock_figures).
-PROTOCOL_AXES = ("protocol", "rest_s", "precondition_s")
 # What a drafter's acceptance moves: decode speed, the drafting counts, the decode's energy.
 DRAFT_DEPENDENT = frozenset({
     "decode_tok_s", "engine_decode_tok_s", "e2e_s", "decode_span_s", "engine_decode_ms",
@@ -32,7 +31,7 @@ def drafter_learnt_across_requests(catalog: Catalog) -> Finding | None:
     shots = ok_rows(catalog.shots, "drafter_requests_seen")
     drafted = shots[shots["spec_mode"] != NO_DRAFT]
     found = []  # (warm cell, its shots after a first request, warm acceptance, cold acceptance)
-    for _group, rows in group_cells(drafted, tuple(a for a in AXES if a not in PROTOCOL_AXES)):
+    for _group, rows in group_cells(drafted, tuple(a for a in AXES if a not in SERIES_SHAPE)):
         first_requests = rows[rows["drafter_requests_seen"] == 0]
         for cell, warm in group_cells(rows[rows["protocol"] == "warm"]):
             later = warm[warm["drafter_requests_seen"] > 0]

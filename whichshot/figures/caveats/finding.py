@@ -10,8 +10,9 @@ from functools import cache
 
 import pandas as pd
 
-from whichshot.figures.cells import AXES, group_cells
+from whichshot.figures.cells import group_cells
 from whichshot.figures.figure import Figure
+from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
 # Shot columns besides the grid's axes that a caveat may be scoped across: the machine a shot ran on.
