@@ -77,18 +77,9 @@ ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
     ("whichshot/measure/grid.py", "whichshot.prepare.workload_prompts"),
     ("whichshot/measure/grid.py", "whichshot.prepare.workloads"),
     ("whichshot/measure/grid.py", "whichshot.prepare.traces"),
-    ("whichshot/measure/hardware_probe.py", "whichshot.telemetry.nvml"),
-    ("whichshot/measure/hardware_probe.py", "whichshot.host"),
     ("whichshot/claims/run.py", "whichshot.report.claims"),
-    ("whichshot/report/summary.py", "whichshot.report.answer"),
-    ("whichshot/report/summary.py", "whichshot.report.claims"),
-    ("whichshot/report/tables.py", "whichshot.figures.cell_figures"),
-    ("whichshot/report/tables.py", "whichshot.figures.constants"),
-    ("whichshot/report/tables.py", "whichshot.figures.workload_figures"),
 }
-ALLOWED_FILE_CYCLES = {
-    frozenset({"whichshot/report/summary.py", "whichshot/report/answer.py", "whichshot/report/claims.py"}),
-}
+ALLOWED_FILE_CYCLES: set[frozenset[str]] = set()
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from tests.report_run import finished_report_run
+from whichshot.report.format import md
 from whichshot.report.render import load_runs, render_report
-from whichshot.report.summary import md, render_summary
+from whichshot.report.summary import render_summary
 
 pytestmark = pytest.mark.e2e
 ATTACK = "<script>alert(1)</script>"

@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from whichshot.host import host_identity
+from whichshot.telemetry.nvml import list_devices
+
 COPY_BYTES = 256 * 1024 * 1024
 COPY_REPEATS = 5
 GEMM_N = 1024
@@ -83,8 +86,6 @@ def gpu_peaks(device_name: str) -> dict[str, Any] | None:
 def visible_gpus() -> list[dict[str, Any]]:
     """uuid and name of every GPU NVML sees here (none without NVML)."""
     import pynvml
-
-    from whichshot.telemetry.nvml import list_devices
 
     try:
         pynvml.nvmlInit()
@@ -152,7 +153,6 @@ def probe_hardware(file: str, node: str | None = None, threads: int = 1) -> dict
     """What the ceilings need, for `file` (results/hardware/probe*.json). `node` is the placement
     node it was asked to read: recorded only where it ran there (its Slurm node), since outside
     Slurm every node's probe reads this one machine. `threads`: the most CPU threads an engine uses."""
-    from whichshot.host import host_identity
 
     gpus = [{**gpu, "peaks": gpu_peaks(gpu["name"])} for gpu in visible_gpus()]
     measured = probe_gpu() if gpus else None

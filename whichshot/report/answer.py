@@ -27,8 +27,7 @@ from whichshot.figures.crosscheck_figures import BENCH_TESTS
 from whichshot.figures.noise import BEYOND_NOISE, METHOD, TOO_FEW, WITHIN_NOISE, verdict_words
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
-from whichshot.report.format import NOT_MEASURED, format_lossless, format_number
-from whichshot.report.summary import md
+from whichshot.report.format import NOT_MEASURED, format_lossless, format_number, md
 from whichshot.report.tables import records_of, row_head
 
 BENCH_RATIO = BENCH_TESTS["tg"][2]

@@ -4,7 +4,7 @@ import json
 from typing import Any
 
 from whichshot.claims.load import UNITS
-from whichshot.report.summary import md
+from whichshot.report.format import md
 from whichshot.report.templating import ENV
 
 STATUS_ORDER = (

@@ -1,6 +1,7 @@
 """Number formatting shared by the HTML and Markdown reports: one way to write each unit."""
 
 import math
+import re
 from typing import Any
 
 NOT_MEASURED = "not measured"
@@ -71,3 +72,14 @@ def format_lossless(figure: dict[str, Any]) -> str:
     where = (figure.get("note") or "").split(" in ")[0].replace("first diverging token", "diverges at token")
     text = f"{same}/{n} identical"
     return text if same == n or not where else f"{text}; {where}"
+
+
+# Underscores inside words and '#' inside a line are inert in GitHub Markdown; these are not.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*|\[\]<>])")
+
+
+def md(text: Any) -> str:
+    """One Markdown table cell: specials backslash-escaped, HTML brackets as entities, one line."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    escaped = escaped.replace("\\<", "&lt;").replace("\\>", "&gt;")
+    return " ".join(escaped.split())

@@ -9,7 +9,9 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless
+from whichshot.report.answer import answer_block, answer_markdown
+from whichshot.report.claims import claims_markdown
+from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, md
 from whichshot.report.tables import (
     CHECKS,
     HEADLINE_COLUMNS,
@@ -24,16 +26,6 @@ from whichshot.report.tables import (
     check_summary,
     energy_verdict,
 )
-
-# Underscores inside words and '#' inside a line are inert in GitHub Markdown; these are not.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*|\[\]<>])")
-
-
-def md(text: Any) -> str:
-    """One Markdown table cell: specials backslash-escaped, HTML brackets as entities, one line."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
-    escaped = escaped.replace("\\<", "&lt;").replace("\\>", "&gt;")
-    return " ".join(escaped.split())
 
 
 def _cell(figure: dict[str, Any] | None, numbers: dict[str, int], missing: str = "not measured") -> str:
@@ -250,9 +242,6 @@ def render_summary(
     """The Markdown summary of one run: what ran where (where: render.run_summary's dict; runs: the
     build and model records), its tables, the checked claims and the caveats in short (every claim
     and caveat in full is in index.html)."""
-    from whichshot.report.answer import answer_block, answer_markdown  # it uses md from here
-    from whichshot.report.claims import claims_markdown  # it uses md from here
-
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
     all_numbers = {c: n for n, c in enumerate(caveats["caveat_id"], start=1)}

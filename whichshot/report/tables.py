@@ -11,10 +11,12 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures import cell_figures
 from whichshot.figures.answer_figures import ANSWER_METRICS
 from whichshot.figures.caveats.gates import gate_label, gate_words, gated_out
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import clean
+from whichshot.figures.constants import CONSTANTS
 from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
 from whichshot.figures.noise import METHOD as NOISE_METHOD
@@ -25,7 +27,7 @@ from whichshot.figures.speedup_model_figures import (
     QUIET_PREDICTION_RESIDUAL,
     VERIFY_COST,
 )
-from whichshot.figures.workload_figures import SPEEDUP_METRIC
+from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES, SPEEDUP_METRIC
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 from whichshot.shots.axes import AXES
 
@@ -373,16 +375,12 @@ def _load_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def named_metrics() -> frozenset[str]:
     """Every metric a table of the report lays out by name, every cell statistic, every workload ratio
     and share, and the constants: the metrics a claim can name."""
-    from whichshot.figures import cell_figures as cells
-    from whichshot.figures.constants import CONSTANTS
-    from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES
-
     columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_SIDE,
                *(vs_reference(side) for side, *_ in SIDES), TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS,
                COUNT_RATIOS, SHARES, LOAD_COLUMNS)  # fmt: skip
     named = {row[0] for table in columns for row in table} | {constant.metric for constant in CONSTANTS}
-    statistics = (*cells.CELL_COLUMNS, *cells.WORKLOAD_COLUMNS, *cells.DRAFTED_COLUMNS, *cells.TRACE_COLUMNS,
-                  *cells.STREAM_COLUMNS)  # fmt: skip
+    statistics = (*cell_figures.CELL_COLUMNS, *cell_figures.WORKLOAD_COLUMNS, *cell_figures.DRAFTED_COLUMNS,
+                  *cell_figures.TRACE_COLUMNS, *cell_figures.STREAM_COLUMNS)  # fmt: skip
     return frozenset(
         named.union(
             SERIES_METRICS,
