@@ -19,6 +19,7 @@ from typing import Any
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, cell_id, group_cells
+from whichshot.measure.kernel_probe import BEFORE
 from whichshot.telemetry.gpus import NO_GPU_ENGINE
 
 # (metric suffix, probe key of the measured samples, its method key, unit): our probes' peaks (a key
@@ -188,12 +189,12 @@ def _kernel_peaks(machine: Machine) -> dict[tuple[str, str], figure.Figure]:
     for (engine, weight_type), records in passes.items():
         probe = max(records, key=lambda r: r["flops_per_run"] / min(r["samples_s"]))
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(probe["measured_at_unix_s"]))
-        bracket = probe.get("bracket", "before the grid")
+        bracket = probe.get("bracket", BEFORE)  # a probe from before the second pass: before
         found[(engine, weight_type)] = figure.from_source(
             f"{probe['device']}_engine_matmul_{weight_type.lower()}_flop_s",
             "probe_best",
             {"samples_s": probe["samples_s"], "work": probe["flops_per_run"]},
-            [f"{source}#{engine}/{weight_type}/{r.get('bracket', 'before the grid')}" for r in records],
+            [f"{source}#{engine}/{weight_type}/{r.get('bracket', BEFORE)}" for r in records],
             "FLOP/s",
             cell={**machine.cell, "engine": engine},
             formula=f"work / fastest repetition of the faster of {len(records)} pass(es) (this one "

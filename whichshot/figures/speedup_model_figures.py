@@ -50,35 +50,34 @@ def speedup_model_figures(catalog: Catalog) -> list[figure.Figure]:
         if cost is None:
             continue
         predicted = _predicted(catalog, cell, rows, cost, probes[0][1]["widths"][-1] - 1)
-        residual = figure.from_figures(
-            PREDICTION_RESIDUAL,
-            [measured, predicted],
-            "relative_gap",
-            unit="fraction",
-            formula=f"measured {SPEEDUP_METRIC} / {PREDICTED_SPEEDUP} - 1: what the cost model leaves "
-            "unexplained (a draft model's own cost, sampling, host load)",
-            computed_by=speedup_model_figures,
-        )
-        figures += [cost, predicted, residual, *_quiet_residual(catalog, cell, predicted)]
+        figures += [cost, predicted, _residual(PREDICTION_RESIDUAL, measured, predicted, RESIDUAL_FORMULA)]
+        # Against the speed-up without the host-busy shots, where the answer has one: foreign load
+        # slows one side's shots, which no cost of drafting explains.
+        quietly = catalog.find(cell, quiet(SPEEDUP_METRIC))
+        if quietly is not None:
+            figures.append(_residual(QUIET_PREDICTION_RESIDUAL, quietly, predicted, QUIET_RESIDUAL_FORMULA))
     return figures
 
 
-def _quiet_residual(catalog: Catalog, cell: Cell, predicted: figure.Figure) -> list[figure.Figure]:
-    """The residual against the speed-up without the host-busy shots, where the answer has one:
-    foreign load slows one side's shots, which no cost of drafting explains."""
-    measured = catalog.find(cell, quiet(SPEEDUP_METRIC))
-    if measured is None:
-        return []
-    residual = figure.from_figures(
-        QUIET_PREDICTION_RESIDUAL,
+RESIDUAL_FORMULA = (
+    f"measured {SPEEDUP_METRIC} / {PREDICTED_SPEEDUP} - 1: what the cost model leaves unexplained (a draft "
+    "model's own cost, sampling, host load)"
+)
+QUIET_RESIDUAL_FORMULA = (
+    f"{quiet(SPEEDUP_METRIC)} / {PREDICTED_SPEEDUP} - 1: the residual without the shots host_busy names"
+)
+
+
+def _residual(metric: str, measured: figure.Figure, predicted: figure.Figure, formula: str) -> figure.Figure:
+    """measured / predicted - 1 (inferred: it rests on the prediction)."""
+    return figure.from_figures(
+        metric,
         [measured, predicted],
         "relative_gap",
         unit="fraction",
-        formula=f"{quiet(SPEEDUP_METRIC)} / {PREDICTED_SPEEDUP} - 1: the residual without the shots "
-        "host_busy names",
+        formula=formula,
         computed_by=speedup_model_figures,
     )
-    return [residual]
 
 
 def _verify_probes(catalog: Catalog, rows: pd.DataFrame) -> list[tuple[str, dict[str, Any]]]:

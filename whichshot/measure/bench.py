@@ -33,12 +33,20 @@ class BenchPlan:
     repetitions: int
 
 
-def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str | None:
-    """Why this series gets no llama-bench brackets (None: it gets them)."""
+def tool_unavailable(bench: dict[str, Any], has_bench: bool) -> str | None:
+    """Why no series of this run calls the engine's benchmark tool (None: the tool may run)."""
     if not bench["enabled"]:
         return "bench.enabled is false"
     if not has_bench:
         return "the engine kind has no benchmark tool"
+    return None
+
+
+def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str | None:
+    """Why this series gets no llama-bench brackets (None: it gets them)."""
+    unavailable = tool_unavailable(bench, has_bench)
+    if unavailable:
+        return unavailable
     if job.protocol != "warm" or job.workload != BASE_WORKLOAD:
         return "only warm series of the protocol grid are set against llama-bench (it times warm runs)"
     if job.spec_mode != NO_DRAFT:
@@ -98,12 +106,10 @@ def run_bracket(plan: BenchPlan, bracket: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     error = None
     for argv in same_work_argvs(plan).values():
-        result = run_tied(argv)  # dies with the harness, as the engine does
-        if result.returncode != 0:
-            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            error = f"llama-bench failed (exit {result.returncode}): {tail}"
+        test_rows, error = run_bench(argv)
+        if error:
             break
-        rows += parse_bench_json(result.stdout)
+        rows += test_rows
     return {"bracket": bracket, "t_start_mono_s": t_start_s, "t_end_mono_s": time.monotonic(),
             "argvs": same_work_argvs(plan), "rows": rows, "error": error}  # fmt: skip
 
@@ -115,6 +121,15 @@ def bracketed(plan: BenchPlan | None, series: Callable[[], T]) -> tuple[T, list[
     before = run_bracket(plan, "before")
     result = series()
     return result, [before, run_bracket(plan, "after")]
+
+
+def run_bench(argv: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """llama-bench's rows for one command, or the error it ended with (its last stderr line)."""
+    result = run_tied(argv)  # dies with the harness, as the engine does
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return [], f"llama-bench failed (exit {result.returncode}): {tail}"
+    return parse_bench_json(result.stdout), None
 
 
 def parse_bench_json(text: str) -> list[dict[str, Any]]:

@@ -21,8 +21,7 @@ from whichshot.engines import load_engine
 from whichshot.engines.base import ServerSettings
 from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
-from whichshot.measure.bench import parse_bench_json
-from whichshot.measure.process import run_tied
+from whichshot.measure.bench import run_bench
 from whichshot.prepare.model_traffic import model_traffic
 from whichshot.prepare.synthetic import write_kernel_model
 
@@ -69,11 +68,10 @@ def probe_engine_kernel(
 
 
 def _bench(argv: list[str]) -> dict[str, Any]:
-    result = run_tied(argv)  # dies with the harness, as the engine does
-    if result.returncode != 0:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"not_measured": f"llama-bench failed (exit {result.returncode}): {tail}"}
-    (row,) = parse_bench_json(result.stdout)
+    rows, error = run_bench(argv)
+    if error:
+        return {"not_measured": error}
+    (row,) = rows
     samples = [PROMPT_TOKENS / tok_s for tok_s in row["samples_tok_s"] if tok_s > 0]
     if not samples:
         return {"not_measured": "llama-bench gave no repetition"}

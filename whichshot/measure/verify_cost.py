@@ -19,9 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from whichshot.measure.bench import parse_bench_json
+from whichshot.measure.bench import run_bench, tool_unavailable
 from whichshot.measure.grid import NO_DRAFT
-from whichshot.measure.process import run_tied
 from whichshot.measure.protocol import JobContext
 
 ONE_TOKEN = 1
@@ -63,10 +62,9 @@ def verify_plan(
 
 
 def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
-    if not bench["enabled"]:
-        return "bench.enabled is false"
-    if not ctx.engine.has_bench:
-        return "the engine kind has no benchmark tool"
+    unavailable = tool_unavailable(bench, ctx.engine.has_bench)
+    if unavailable:
+        return unavailable
     if ctx.job.spec_mode == NO_DRAFT:
         return "the series drafts nothing"
     return None
@@ -83,11 +81,7 @@ def run_verify_probe(plan: VerifyPlan | None, reason: str | None) -> dict[str, A
     if plan is None:
         return {"not_run": reason}
     t_start_s = time.monotonic()
-    result = run_tied(plan.command())  # dies with the harness, as the engine does
-    record = {"not_run": None, "argv": plan.command(), "depth_tokens": plan.depth_tokens,
-              "widths": list(plan.widths), "rows": [], "error": None,
-              "t_start_mono_s": t_start_s, "t_end_mono_s": time.monotonic()}  # fmt: skip
-    if result.returncode != 0:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return {**record, "error": f"llama-bench failed (exit {result.returncode}): {tail}"}
-    return {**record, "rows": parse_bench_json(result.stdout)}
+    rows, error = run_bench(plan.command())
+    return {"not_run": None, "argv": plan.command(), "depth_tokens": plan.depth_tokens,
+            "widths": list(plan.widths), "rows": rows, "error": error,
+            "t_start_mono_s": t_start_s, "t_end_mono_s": time.monotonic()}  # fmt: skip

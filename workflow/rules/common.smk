@@ -31,6 +31,11 @@ except WhichshotError as error:
 validate(config, SCHEMA_FILE)
 
 JOBS = {job.job_id: job for job in all_jobs(config)}
+# Engine -> the models its series run (the kernel probe times their weight types).
+KERNEL_PROBE_MODELS = {
+    engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
+    for engine in sorted({job.engine for job in JOBS.values()})
+}
 # A dry run states how long the grid it lists would take (not in a cluster job's own Snakemake).
 if workflow.output_settings.dryrun and workflow.is_main_process:
     print(f"Estimated duration: {estimate_words(config)}", file=sys.stderr)
@@ -142,20 +147,15 @@ def probe_slurm_extra(wildcards):
     return slurm_extra(probed_node(wildcards))
 
 
-def kernel_probe_models():
-    """Engine -> the models its series run: the probe times its kernels at their weight types."""
-    runs = {}
-    for job in JOBS.values():
-        runs.setdefault(job.engine, set()).add(job.model)
-    return {engine: sorted(models) for engine, models in sorted(runs.items())}
-
-
 def probe_inputs(wildcards):
     """The builds and model files the hardware probe's engine-kernel part reads."""
-    runs = kernel_probe_models()
-    models = sorted({model for names in runs.values() for model in names})
+    models = sorted(
+        {model for names in KERNEL_PROBE_MODELS.values() for model in names}
+    )
     return {
-        "builds": [f"results/engines/{engine}/build.json" for engine in runs],
+        "builds": [
+            f"results/engines/{engine}/build.json" for engine in KERNEL_PROBE_MODELS
+        ],
         "models": [f"results/models/{model}.json" for model in models],
     }
 
@@ -166,7 +166,7 @@ def probe_engine_settings():
     return {
         engine: {k: spec[k] for k in keys if k in spec}
         for engine, spec in config["engines"].items()
-        if engine in kernel_probe_models()
+        if engine in KERNEL_PROBE_MODELS
     }
 
 

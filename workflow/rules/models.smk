@@ -38,7 +38,7 @@ rule probe_hardware:
     params:
         node=probed_node,
         copy_threads=probe_copy_threads(),
-        kernels=kernel_probe_models(),
+        kernels=KERNEL_PROBE_MODELS,
         engines=probe_engine_settings(),
         cache_dir=config["cache_dir"],
         bracket=KERNELS_BEFORE,
@@ -68,7 +68,7 @@ rule probe_kernels_after:
     params:
         node=probed_node,
         copy_threads=probe_copy_threads(),
-        kernels=kernel_probe_models(),
+        kernels=KERNEL_PROBE_MODELS,
         engines=probe_engine_settings(),
         cache_dir=config["cache_dir"],
         bracket=KERNELS_AFTER,

@@ -12,7 +12,7 @@ from whichshot.atomic import write_json_atomic
 from whichshot.cache import cache_root
 from whichshot.entry import run_script
 from whichshot.measure.hardware_probe import probe_hardware
-from whichshot.measure.kernel_probe import AFTER, BEFORE, probe_engine_kernels, wanted_types
+from whichshot.measure.kernel_probe import AFTER, probe_engine_kernels, wanted_types
 from whichshot.measure.machine_lock import measurement_lock
 
 
@@ -27,7 +27,7 @@ def main(smk):
         else:
             probe = probe_hardware(smk.output[0], smk.params.node, smk.params.copy_threads)
         probe["engine_kernels"] = probe_engine_kernels(
-            wanted, smk.params.engines, builds, cache, smk.params.bracket or BEFORE
+            wanted, smk.params.engines, builds, cache, smk.params.bracket
         )
     write_json_atomic(Path(smk.output[0]), probe)
 
