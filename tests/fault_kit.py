@@ -58,8 +58,16 @@ def prompts(length: int) -> dict[str, Any]:
 
 def warm_job(shots: int, rest_s: float = 0.0, length: int = 32, context: int = 512) -> Job:
     """One warm series of `shots` consecutive shots in one process."""
-    job_id = f"{ENGINE}.{MODEL}.p{length}.warm-rest{rest_s:g}s-pre0s.ctx{context}.same.rep1"
-    return Job(job_id, ENGINE, MODEL, length, "warm", rest_s, context, "same", 0.0, 1, shots)
+    return Job(
+        engine=ENGINE,
+        model=MODEL,
+        prompt_tokens_requested=length,
+        protocol="warm",
+        rest_s=rest_s,
+        context_tokens_requested=context,
+        repeat=1,
+        series_length=shots,
+    )
 
 
 def job_context(
@@ -79,8 +87,10 @@ def job_context(
         build=real.build,
         model_path=real.model_path,
         model=real.model,
-        prompts=prompts(job.prompt_tokens),
-        settings=ServerSettings(threads=THREADS, context_tokens=job.context_tokens, ready_timeout_s=120),
+        prompts=prompts(job.prompt_tokens_requested),
+        settings=ServerSettings(
+            threads=THREADS, context_tokens=job.context_tokens_requested, ready_timeout_s=120
+        ),
         output_tokens=output_tokens,
         shot_timeout_s=120,
         log_dir=tmp_path / "logs",

@@ -68,8 +68,8 @@ def cold_series(tmp_path_factory, llama_server_binary, model_path):
         ids = helper.tokenize(REPEATED)[:96]
     finally:
         helper.stop()
-    job = Job("openai.smollm2.p96.cold.ctx512.same.rep1", "openai", "smollm2", 96, "cold", 0.0, 512,
-              "same", 0.0, 1, 2)  # fmt: skip
+    job = Job(engine="openai", model="smollm2", prompt_tokens_requested=96, protocol="cold",
+              context_tokens_requested=512, repeat=1, series_length=2)  # fmt: skip
     ctx = JobContext(
         job=job, run_id="openai-test", engine=engine, build=build, model_path=model_path,
         model={"sha256": "test", "metadata": {"file_type": "Q4_1"}},

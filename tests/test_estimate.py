@@ -59,7 +59,7 @@ def test_speeds_come_from_earlier_shots_where_they_have_the_engine_and_model():
     grid = [e for e in estimates if e.job.model == "smollm2_135m"]
     assert grid and all(e.speeds.source == "earlier shots.parquet" for e in grid)
     one = grid[0]
-    shot_s = one.job.prompt_tokens / 500.0 + config["protocol"]["output_tokens"] / 64.0
+    shot_s = one.job.prompt_tokens_requested / 500.0 + config["protocol"]["output_tokens"] / 64.0
     assert one.shots_s == pytest.approx(one.job.series_length * shot_s)
     assert one.startup_s == pytest.approx(one.processes * 0.5)
     others = [e for e in estimates if e.job.model != "smollm2_135m"]

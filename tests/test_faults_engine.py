@@ -156,10 +156,8 @@ def test_truncated_model_in_the_cache_is_assembled_again(tmp_path, truncated_mod
 
 
 def test_prompt_longer_than_the_context_fails_that_shot_with_the_reason(tmp_path):
-    job = Job(
-        "llama_cpp.smollm2_135m.p32.warm-rest0s-pre0s.ctx256.forward.rep1",
-        "llama_cpp", "smollm2_135m", 32, "warm", 0.0, 256, "forward", 0.0, 1, 4,
-    )  # fmt: skip
+    job = Job(engine="llama_cpp", model="smollm2_135m", prompt_tokens_requested=32, protocol="warm",
+              context_tokens_requested=256, order="forward", repeat=1, series_length=4)  # fmt: skip
     ctx = job_context(tmp_path, job)
     ctx.prompts["prompts"]["32A"]["token_ids"] = token_ids(400)  # A is longer than the context
     records = run_job(ctx, JsonlJournal(tmp_path / "shots" / f"{job.job_id}.jsonl"))

@@ -35,7 +35,7 @@ def test_controls_are_axes():
     # per model and length: (cold + 2 rests x 2 warm-ups) x 2 contexts x 2 orders
     assert len(jobs) == 2 * 2 * (1 + 2 * 2) * 2 * 2
     assert {j.precondition_s for j in jobs if j.protocol == "cold"} == {0.0}
-    assert {j.context_tokens for j in jobs} == {4096, 16384}
+    assert {j.context_tokens_requested for j in jobs} == {4096, 16384}
 
 
 def test_cold_and_warm_series_shapes():
@@ -131,13 +131,13 @@ def test_load_axes_multiply_the_protocol_grid_and_keep_default_ids():
     config = _config(repeats=1, prefill_chunk_tokens=[512, 2048], parallel_streams=[1, 2])
     jobs = expand_jobs(config)
     assert len(jobs) == 4 * len(before)
-    defaults = {j.job_id for j in jobs if j.prefill_chunk == 512 and j.streams == 1}
+    defaults = {j.job_id for j in jobs if j.prefill_chunk_tokens == 512 and j.parallel_streams == 1}
     assert defaults == before
-    other = next(j for j in jobs if j.prefill_chunk == 2048 and j.streams == 2)
+    other = next(j for j in jobs if j.prefill_chunk_tokens == 2048 and j.parallel_streams == 2)
     assert ".ub2048.np2." in other.job_id and job_by_id(config, other.job_id) == other
     # the workloads keep the engine's defaults: the load axes belong to the protocol grid
     workloads = expand_workload_jobs(with_defaults({**config, "workloads": {"names": ["explain"]}}))
-    assert {(j.prefill_chunk, j.streams) for j in workloads} == {(512, 1)}
+    assert {(j.prefill_chunk_tokens, j.parallel_streams) for j in workloads} == {(512, 1)}
 
 
 def test_streams_that_leave_a_slot_too_small_are_refused():

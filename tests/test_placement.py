@@ -30,7 +30,7 @@ def test_each_placement_group_is_pinned_to_one_node_round_robin_in_grid_order():
     nodes = nodes_of(jobs, config["placement"])
     by_length = {}
     for job in jobs:
-        by_length.setdefault(job.prompt_tokens, set()).add(nodes[job.job_id])
+        by_length.setdefault(job.prompt_tokens_requested, set()).add(nodes[job.job_id])
     assert by_length == {64: {"n1"}, 128: {"n2"}, 200: {"n1"}}  # cold and warm of a length together
 
 
@@ -120,15 +120,16 @@ def test_a_node_comparison_runs_every_series_on_each_node_the_node_an_axis():
     jobs = all_jobs(config)
     assert len(jobs) == 2 * len(plain) and len({j.job_id for j in jobs}) == len(jobs)
     nodes = nodes_of(jobs, config["placement"])
-    assert all(nodes[j.job_id] == j.node for j in jobs)
+    assert all(nodes[j.job_id] == j.node_requested for j in jobs)
     for node in ("a100", "h100"):
-        mine = [j for j in jobs if j.node == node]
+        mine = [j for j in jobs if j.node_requested == node]
         assert [j.series_label for j in mine] == [f"{j.series_label}.on-{node}" for j in plain]
         assert [j.repeat for j in mine] == [j.repeat for j in plain]
 
 
 def test_a_series_of_a_node_comparison_refuses_to_run_on_another_node():
-    job = next(j for j in all_jobs(smoke(nodes=["a100", "h100"], compare_nodes=True)) if j.node == "h100")
+    jobs = all_jobs(smoke(nodes=["a100", "h100"], compare_nodes=True))
+    job = next(j for j in jobs if j.node_requested == "h100")
     check_on_its_node(job, "h100", "h100")  # its own node: runs
     with pytest.raises(WhichshotError, match="belongs to node h100 .* runs on Slurm node a100"):
         check_on_its_node(job, "a100", "a100")

@@ -163,7 +163,7 @@ def test_the_end_reading_is_taken_at_the_last_token_not_after_the_work_that_foll
 
 def test_per_token_energy_of_parallel_streams_counts_every_streams_tokens(tmp_path, echo):
     clock = _MarkClock()
-    job = dataclasses.replace(warm_job(shots=1, length=16), streams=4)
+    job = dataclasses.replace(warm_job(shots=1, length=16), parallel_streams=4)
     ctx = job_context(tmp_path, job, engine=_SlowAfterStream(echo.engine), telemetry=clock, real=echo)
     (record,) = run_job(ctx, _journal(tmp_path, job))
     assert record["output_tokens"] == 8 and record["streams_output_tokens"] == 32
@@ -172,7 +172,7 @@ def test_per_token_energy_of_parallel_streams_counts_every_streams_tokens(tmp_pa
 
 def test_drafter_requests_seen_counts_what_the_process_served_before(tmp_path, echo):
     plain = warm_job(shots=3, length=16)
-    drafted = dataclasses.replace(plain, job_id=plain.job_id + ".drafted", spec_mode="lookahead")
+    drafted = dataclasses.replace(plain, repeat=2, spec_mode="lookahead")  # its own shot file
     seen = [r["drafter_requests_seen"] for r in run_job(job_context(tmp_path, drafted, real=echo),
                                                          _journal(tmp_path, drafted))]  # fmt: skip
     assert seen == [0, 1, 2]

@@ -51,7 +51,7 @@ def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str
         return "only warm series of the protocol grid are set against llama-bench (it times warm runs)"
     if job.spec_mode != NO_DRAFT:
         return "llama-bench does not draft: only series without speculative decoding are compared"
-    if job.streams != ONE_STREAM:
+    if job.parallel_streams != ONE_STREAM:
         return "llama-bench times one stream: series of parallel streams are not compared"
     return None
 

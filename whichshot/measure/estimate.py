@@ -110,9 +110,10 @@ def _tokens(config: dict[str, Any], job: Job) -> tuple[int, int]:
     (an upper bound: the model may stop earlier), a trace request's context and output budget."""
     workloads = config.get("workloads") or {}
     if job.workload == BASE_WORKLOAD:
-        return int(job.prompt_tokens or 0), int(config["protocol"]["output_tokens"])
+        return int(job.prompt_tokens_requested or 0), int(config["protocol"]["output_tokens"])
     if job.workload == TRACE_WORKLOAD:
-        return int(job.context_tokens // 2), int(workloads.get("max_output_tokens") or TRACE_OUTPUT_TOKENS)
+        output = workloads.get("max_output_tokens") or TRACE_OUTPUT_TOKENS
+        return int(job.context_tokens_requested // 2), int(output)
     return int(workloads.get("document_tokens") or 0), int(workloads.get("max_output_tokens") or 0)
 
 

@@ -10,7 +10,7 @@ import itertools
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.axes import AXIS, DEFAULT_PREFILL_CHUNK, FRESH_PROCESS, ONE_STREAM
 from whichshot.spec_modes import applies
 
 # A series (one job, one repeat) is part of a cell, the group of shots sharing every axis of
@@ -25,40 +25,44 @@ NO_DRAFT = "none"  # the speculative mode that drafts nothing
 ORDERS = {"same": ("A",), "forward": ("A", "B"), "reverse": ("B", "A")}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Job:
-    """One series of shots under one protocol, run start to finish by one Snakemake job."""
+    """One series of shots under one protocol, run start to finish by one Snakemake job. Its fields
+    are the shots' axis columns (whichshot.shots.axes) plus the repeat and the series length."""
 
-    job_id: str
     engine: str
     model: str
-    prompt_tokens: int | None  # the grid's prompt length; None for a workload of fixed text
-    protocol: str  # "cold": a fresh process per shot; "warm": consecutive shots in one process
-    rest_s: float
-    context_tokens: int
-    order: str
-    precondition_s: float
-    repeat: int
-    series_length: int
     workload: str = BASE_WORKLOAD
     text_kind: str = "real"
+    prompt_tokens_requested: int | None = None  # the grid's prompt length; None for a workload's text
+    protocol: str  # "cold": a fresh process per shot; "warm": consecutive shots in one process
+    rest_s: float = 0.0
+    precondition_s: float = 0.0
+    context_tokens_requested: int
+    order: str = "same"
     spec_mode: str = NO_DRAFT
     engine_warmup: str = DEFAULT_WARMUP
     trace: str | None = None  # the trace and request of a trace job (None elsewhere)
     request_id: str | None = None
-    prefill_chunk: int = DEFAULT_PREFILL_CHUNK  # tokens per prefill step (llama.cpp -ub)
-    streams: int = ONE_STREAM  # requests in flight at once against one process of this many slots
-    node: str | None = None  # the cluster node a node comparison runs this series on (else None)
+    prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK  # tokens per prefill step (llama.cpp -ub)
+    parallel_streams: int = ONE_STREAM  # requests in flight at once against one process of this many slots
+    node_requested: str | None = None  # the cluster node a node comparison runs this series on
+    repeat: int
+    series_length: int
+
+    @property
+    def job_id(self) -> str:
+        return job_id(self)
+
+    @property
+    def series_label(self) -> str:
+        """The grid cell this series measures: its id without the repeat."""
+        return job_id(self, with_repeat=False)
 
     @property
     def prompt_key(self) -> str:
         """Key of this job's prompt in the prompts file (a trace request's: under its trace)."""
         return self.request_id if self.trace else f"{self.workload}-{self.text_kind}"
-
-    @property
-    def series_label(self) -> str:
-        """The grid cell this series measures: its id without the repeat."""
-        return self.job_id.rsplit(".rep", 1)[0]
 
     def fresh_process_before(self, position: int) -> bool:
         """Whether shot `position` (1-based) of the series must be the first of a new process."""
@@ -73,38 +77,48 @@ class Job:
         return asdict(self)
 
 
-def _label(value: float) -> str:
-    return f"{value:g}".replace(".", "p")
+def job_id(job: Job, with_repeat: bool = True) -> str:
+    """The series' id, which names its shot file: dot-separated parts, each left out at the value
+    runs had before its axis existed, so that their ids stay as they were and those runs resume.
+    The protocol grid's series name their prompt length, warm-up shots, order and load; a workload's
+    or a trace request's name the text and the speculative mode instead."""
+    grid = job.workload == BASE_WORKLOAD
+    if job.trace:
+        text = f"trace-{job.trace}-{job.request_id}"
+    else:
+        text = _part("prompt_tokens_requested", job) if grid else f"{job.workload}-{job.text_kind}"
+    shape = "cold" if job.protocol == "cold" else f"warm-rest{_seconds(job.rest_s)}s"
+    if grid and job.protocol != "cold":
+        shape += f"-pre{_seconds(job.precondition_s)}s"
+    parts = [job.engine, job.model, text, shape, _part("context_tokens_requested", job)]
+    parts.append(job.order if grid else job.spec_mode)
+    # engine_warmup is the one axis whose cell-id part has no prefix and is never left out.
+    parts.append("" if job.engine_warmup == DEFAULT_WARMUP else f"warmup-{job.engine_warmup}")
+    if grid:
+        parts += [_part("prefill_chunk_tokens", job), _part("parallel_streams", job)]
+    parts += [_part("node_requested", job), f"rep{job.repeat}" if with_repeat else ""]
+    return ".".join(part for part in parts if part)
 
 
-def _series_kinds(protocol: dict[str, Any]) -> list[tuple[str, float, float, int]]:
-    """(protocol, rest_s, precondition_s, series length) for every series shape in config."""
+def _part(axis: str, job: Job) -> str:
+    value, spec = getattr(job, axis), AXIS[axis]
+    return "" if value is None or value == spec.unnamed else f"{spec.prefix}{value}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}".replace(".", "p")  # 0.5 -> "0p5": the id's dots separate its parts
+
+
+def _series_kinds(protocol: dict[str, Any]) -> list[dict[str, Any]]:
+    """The series shapes in config: the Job fields of each (protocol, rest, warm-up shots, length)."""
     kinds = []
     if protocol["cold_processes"] > 0:
-        kinds.append(("cold", 0.0, 0.0, protocol["cold_processes"]))
+        kinds.append({**FRESH_PROCESS, "series_length": protocol["cold_processes"]})
     if protocol["warm_shots"] > 0:
         for rest_s, pre_s in itertools.product(protocol["rests_s"], protocol["precondition_s"]):
-            kinds.append(("warm", float(rest_s), float(pre_s), protocol["warm_shots"]))
+            shape = {"protocol": "warm", "rest_s": float(rest_s), "precondition_s": float(pre_s)}
+            kinds.append({**shape, "series_length": protocol["warm_shots"]})
     return kinds
-
-
-def _job_id(engine, model, length, series_kind, context, order, warmup, load, repeat) -> str:
-    name, rest_s, pre_s, _ = series_kind
-    shape = "cold" if name == "cold" else f"warm-rest{_label(rest_s)}s-pre{_label(pre_s)}s"
-    extra = _warmup_part(warmup) + _load_part(*load)
-    return f"{engine}.{model}.p{length}.{shape}.ctx{context}.{order}{extra}.rep{repeat}"
-
-
-def _warmup_part(warmup: str) -> str:
-    # Ids of the default warm-up stay as they were: runs before the axis existed resume.
-    return "" if warmup == DEFAULT_WARMUP else f".warmup-{warmup}"
-
-
-def _load_part(chunk: int, streams: int) -> str:
-    """The id part of the prefill chunk and stream count: empty at their defaults, so ids of runs
-    from before these axes existed stay as they were and those runs resume."""
-    part = "" if chunk == DEFAULT_PREFILL_CHUNK else f".ub{chunk}"
-    return part + ("" if streams == ONE_STREAM else f".np{streams}")
 
 
 def expand_jobs(config: dict[str, Any]) -> list[Job]:
@@ -122,13 +136,12 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
         protocol["parallel_streams"],
         range(1, protocol["repeats"] + 1),
     )
-    jobs = []
-    for engine, model, length, kind, context, order, warmup, chunk, streams, repeat in axes:
-        job_id = _job_id(engine, model, length, kind, context, order, warmup, (chunk, streams), repeat)
-        name, rest_s, pre_s, n = kind
-        jobs.append(Job(job_id, engine, model, length, name, rest_s, context, order, pre_s, repeat, n,
-                        engine_warmup=warmup, prefill_chunk=chunk, streams=streams))  # fmt: skip
-    return jobs
+    return [
+        Job(engine=engine, model=model, prompt_tokens_requested=length, **kind,
+            context_tokens_requested=context, order=order, engine_warmup=warmup, prefill_chunk_tokens=chunk,
+            parallel_streams=streams, repeat=repeat)
+        for engine, model, length, kind, context, order, warmup, chunk, streams, repeat in axes
+    ]  # fmt: skip
 
 
 def measured_models(config: dict[str, Any]) -> list[str]:
@@ -159,9 +172,9 @@ def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     def job(engine, model, key, mode, shape, warmup, repeat) -> Job:
         workload, kind = key
         length = workloads["document_tokens"] if workload in DOCUMENT_WORKLOADS else None
-        job_id = _request_job_id(engine, model, f"{workload}-{kind}", shape, context, mode, warmup, repeat)
-        return Job(job_id, engine, model, length, shape[0], shape[1], context, "same", shape[2], repeat,
-                   shape[3], workload, kind, mode, warmup)  # fmt: skip
+        return Job(engine=engine, model=model, workload=workload, text_kind=kind,
+                   prompt_tokens_requested=length, **shape, context_tokens_requested=context, spec_mode=mode,
+                   engine_warmup=warmup, repeat=repeat)  # fmt: skip
 
     keys = workload_keys(workloads["names"], workloads["text_kinds"])
     return _request_jobs(config, workload_models(config), keys, job)
@@ -182,11 +195,9 @@ def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
         context = config["traces"][name]["context_tokens"]
 
         def job(engine, model, request, mode, shape, warmup, repeat, name=name, context=context) -> Job:
-            part = f"trace-{name}-{request.request_id}"
-            job_id = _request_job_id(engine, model, part, shape, context, mode, warmup, repeat)
-            return Job(job_id, engine, model, None, shape[0], shape[1], context, "same", shape[2], repeat,
-                       shape[3], TRACE_WORKLOAD, request.text_kind, mode, warmup, name,
-                       request.request_id)  # fmt: skip
+            return Job(engine=engine, model=model, workload=TRACE_WORKLOAD, text_kind=request.text_kind,
+                       **shape, context_tokens_requested=context, spec_mode=mode, engine_warmup=warmup,
+                       trace=name, request_id=request.request_id, repeat=repeat)  # fmt: skip
 
         jobs += _request_jobs(config, trace_models(config, name), trace.requests, job)
     return jobs
@@ -205,12 +216,6 @@ def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> lis
             if applies(modes[combination[3]], config["engines"][combination[0]]["kind"])]  # fmt: skip
 
 
-def _request_job_id(engine, model, part, shape, context, mode, warmup, repeat) -> str:
-    kind, rest_s = shape[0], shape[1]
-    label = "cold" if kind == "cold" else f"warm-rest{_label(rest_s)}s"
-    return f"{engine}.{model}.{part}.{label}.ctx{context}.{mode}{_warmup_part(warmup)}.rep{repeat}"
-
-
 def all_jobs(config: dict[str, Any]) -> list[Job]:
     """Every series of the run: the protocol grid, the workloads and the traces (on each compared
     node where the run compares nodes)."""
@@ -220,12 +225,8 @@ def all_jobs(config: dict[str, Any]) -> list[Job]:
 
 
 def on_nodes(jobs: list[Job], nodes: list[str]) -> list[Job]:
-    """Every series once per node, the node an axis: `<cell>.on-<node>.rep<k>`."""
-    return [
-        replace(job, node=node, job_id=f"{job.series_label}.on-{node}.rep{job.repeat}")
-        for job in jobs
-        for node in nodes
-    ]
+    """Every series once per node, the node an axis."""
+    return [replace(job, node_requested=node) for job in jobs for node in nodes]
 
 
 def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:

@@ -17,20 +17,12 @@ from typing import Any
 from whichshot.errors import WhichshotError
 from whichshot.measure.grid import Job
 
-# Grid axes (shot columns) whose Job attribute has another name.
-_JOB_ATTRIBUTE = {
-    "prompt_tokens_requested": "prompt_tokens",
-    "context_tokens_requested": "context_tokens",
-    "prefill_chunk_tokens": "prefill_chunk",
-    "parallel_streams": "streams",
-    "node_requested": "node",
-}
 EXCLUSIVE = "--exclusive"
 
 
 def group_key(job: Job, by: Iterable[str]) -> tuple[Any, ...]:
     """The placement group of a series: its values on the `by` axes."""
-    return tuple(getattr(job, _JOB_ATTRIBUTE.get(axis, axis)) for axis in by)
+    return tuple(getattr(job, axis) for axis in by)
 
 
 def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | None]:
@@ -40,8 +32,8 @@ def nodes_of(jobs: Iterable[Job], placement: dict[str, Any]) -> dict[str, str | 
     node_of_group: dict[tuple[Any, ...], str] = {}
     placed = {}
     for job in jobs:
-        if job.node is not None:
-            placed[job.job_id] = job.node
+        if job.node_requested is not None:
+            placed[job.job_id] = job.node_requested
             continue
         if not nodes:
             placed[job.job_id] = None
@@ -75,10 +67,11 @@ def slurm_extra(node: str | None) -> str:
 def check_on_its_node(job: Job, slurm_node: str | None, hostname: str) -> None:
     """A series of a node comparison runs on its node or not at all: its shots would be filed under
     a node that never ran them."""
-    if job.node is None or slurm_node == job.node:
+    if job.node_requested is None or slurm_node == job.node_requested:
         return
     where = f"Slurm node {slurm_node}" if slurm_node else f"{hostname}, outside Slurm"
     raise WhichshotError(
-        f"series {job.job_id} belongs to node {job.node} of a node comparison (placement.compare_nodes) "
+        f"series {job.job_id} belongs to node {job.node_requested} of a node comparison "
+        "(placement.compare_nodes) "
         f"but runs on {where}; run the comparison through the Slurm profile (docs/slurm.md)"
     )

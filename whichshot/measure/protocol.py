@@ -28,7 +28,7 @@ from whichshot.measure.records import (
     stream_fields,
 )
 from whichshot.prepare.user_texts import user_source_pin
-from whichshot.shots.axes import ONE_STREAM
+from whichshot.shots.axes import AXES, ONE_STREAM
 from whichshot.spec_modes import kind_settings
 
 
@@ -250,7 +250,7 @@ def _stop(state: _ProcessState | None) -> None:
 def prompt_of(ctx: JobContext, variant: str) -> dict[str, Any]:
     """The prompt (token ids and what they hold) of one variant of this job."""
     if ctx.job.workload == BASE_WORKLOAD:
-        return ctx.prompts["prompts"][f"{ctx.job.prompt_tokens}{variant}"]
+        return ctx.prompts["prompts"][f"{ctx.job.prompt_tokens_requested}{variant}"]
     if ctx.job.workload == TRACE_WORKLOAD:
         return ctx.prompts["traces"][ctx.job.trace]["requests"][ctx.job.prompt_key]
     return ctx.prompts["workloads"][ctx.job.prompt_key]
@@ -300,7 +300,7 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     record["prompt_variant"] = variant
     record["prompt_sha256"] = _prompt_sha256(ctx, variant)
     record["drafter_requests_seen"] = None if ctx.job.spec_mode == NO_DRAFT else state.requests_served
-    state.requests_served += ctx.job.streams
+    state.requests_served += ctx.job.parallel_streams
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
     host_load = HostLoad(state.server.process.pid)
@@ -335,9 +335,9 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
 
 def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[ShotOutcome]:
     """The shot's request, or the same request on every one of the series' streams at once."""
-    if ctx.job.streams == ONE_STREAM:
+    if ctx.job.parallel_streams == ONE_STREAM:
         return [state.server.shot(request)]
-    return state.server.shot_streams(request, ctx.job.streams)
+    return state.server.shot_streams(request, ctx.job.parallel_streams)
 
 
 def _with_telemetry(
@@ -383,35 +383,23 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "run_id": ctx.run_id,
         "job_id": job.job_id,
         "shot_id": f"{job.job_id}/shot{position}",
-        "engine": job.engine,
+        **{axis: getattr(job, axis) for axis in AXES},
+        # What the engine was started with (the job's value, by way of the server settings).
+        "context_tokens_requested": ctx.settings.context_tokens,
         "engine_kind": ctx.engine.kind,
         "build_id": ctx.build["build_id"],
         "engine_dtype": ctx.build.get("dtype"),
-        "model": job.model,
         "model_sha256": ctx.model["sha256"],
         "model_file_type": ctx.model["metadata"]["file_type"],
         "model_weights": ctx.model.get("weights", "real"),
-        "workload": job.workload,
-        "text_kind": job.text_kind,
         **_input_identity(ctx),
         "prompt_tokens": len(prompt_of(ctx, job.prompt_variant(position))["token_ids"]),
-        "prompt_tokens_requested": job.prompt_tokens,
         "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
         **ctx.engine.draft_limits(kind_settings(ctx.spec_params, ctx.engine.kind) or {}),
-        "order": job.order,
-        "precondition_s": job.precondition_s,
         "series_label": job.series_label,
-        "spec_mode": job.spec_mode,
-        "engine_warmup": job.engine_warmup,
-        "protocol": job.protocol,
-        "rest_s": job.rest_s,
         "repeat": job.repeat,
         "series_position": position,
         "series_length": job.series_length,
-        "context_tokens_requested": ctx.settings.context_tokens,
-        "prefill_chunk_tokens": job.prefill_chunk,
-        "parallel_streams": job.streams,
-        "node_requested": job.node,
         "output_tokens_requested": _output_budget(ctx),
         "output_length": output_length(ctx),
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
@@ -425,8 +413,6 @@ def _input_identity(ctx: JobContext) -> dict[str, Any]:
     return {
         "corpus": _corpus(ctx, job),
         "corpus_sha256": _corpus_sha256(ctx, job),
-        "trace": job.trace,
-        "request_id": job.request_id,
     }
 
 
