@@ -148,8 +148,8 @@ def test_the_unity_hook_batches_the_host_libraries_and_leaves_ggml_alone(tmp_pat
     batches for the server's host-side libraries, the files that break a batch compiled alone, and
     ggml's kernels in their own translation units."""
     from tests.pipeline import filled_config
+    from whichshot import pypi
     from whichshot.cache import cache_root
-    from whichshot.prepare import pypi
 
     spec = filled_config("smoke")["engines"]["llama_cpp"]
     sdist = pypi.download(spec["source"]["package"], spec["source"]["version"], cache_root() / "sources",

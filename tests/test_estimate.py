@@ -7,7 +7,8 @@ import pytest
 
 from tests import pipeline
 from tests.shot_tables import cell, series, table
-from whichshot.measure.estimate import DEFAULT_SPEEDS, estimate_series, load_config, main, summary_lines
+from whichshot.estimate import load_config, main
+from whichshot.measure.estimate import DEFAULT_SPEEDS, estimate_series, summary_lines
 
 
 def expected_rests(config: dict) -> tuple[int, float, float]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline import REPO
-from whichshot.archive.environment import redact_environment
 from whichshot.engines.base import ServerSettings
 from whichshot.engines.llama_cpp import cmake_flags, server_argv, speculative_args
 from whichshot.measure.process import LOOPBACK
+from whichshot.redact import redact_environment
 
 PYTHON_SOURCES = sorted(
     p
@@ -188,9 +188,9 @@ SECRETS = ("sk-argv-secret", "hf_inline_secret", "p4ss", "hf_env_secret", "sk-re
 
 
 def test_engine_secrets_never_reach_build_json_or_the_archived_config():
-    from whichshot.archive.environment import redact_config
     from whichshot.config import with_defaults
     from whichshot.engines import load_engine
+    from whichshot.redact import redact_config
 
     spec = with_defaults({"engines": {"srv": SECRET_SPEC}})["engines"]["srv"]
     build = json.dumps(load_engine("openai").build(spec, Path("/tmp"), 1))

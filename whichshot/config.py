@@ -11,9 +11,13 @@ from typing import Any
 import jsonschema
 import yaml
 
+from whichshot.claims.grid import extend_grid
+from whichshot.claims.load import load_claims
 from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
 from whichshot.engines import engine_kinds, import_engine_modules, load_engine
 from whichshot.errors import WhichshotError
+from whichshot.prepare.synthetic import check_synthetic_shape
+from whichshot.prepare.traces import load_traces
 from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
@@ -178,8 +182,6 @@ def _check_section_models(config: dict[str, Any]) -> None:
 def _with_claimed_cells(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """Every claims file read and checked now (a bad one stops the run before anything is
     measured); with claims_extend_grid, the grid grown by the axis values the claims name."""
-    from whichshot.claims.grid import extend_grid
-    from whichshot.claims.load import load_claims
 
     claims = [claim for path in config["claims"] for claim in load_claims(Path(path))]
     if not config["claims_extend_grid"]:
@@ -194,7 +196,6 @@ def _with_claimed_cells(config: dict[str, Any], schema: dict[str, Any]) -> dict[
 def _check_traces(config: dict[str, Any]) -> None:
     """Each trace's models are measured models; its file is read, pinned and parsed now, so a bad
     trace stops the run before anything is measured."""
-    from whichshot.prepare.traces import load_traces
 
     models = config["models"]
     for name, spec in config["traces"].items():
@@ -224,7 +225,6 @@ def _check_synthetic_donors(config: dict[str, Any]) -> None:
 
 
 def _check_synthetic_shapes(config: dict[str, Any]) -> None:
-    from whichshot.prepare.synthetic import check_synthetic_shape
 
     for name, spec in config["models"].items():
         if "synthetic" in spec:

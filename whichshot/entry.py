@@ -8,19 +8,13 @@ from typing import Any
 
 from whichshot.engines import import_engine_modules
 from whichshot.errors import WhichshotError
+from whichshot.tell import tell
 
 
 def _terminate(_signum: int, _frame: object) -> None:
     # Turn SIGTERM and SIGHUP (a closed terminal) into the same unwinding as Ctrl-C, so `finally`
     # blocks stop engines (a SIGKILL unwinds nothing: process.ProcessGroup's watchdog covers it).
     raise KeyboardInterrupt
-
-
-def tell(line: str) -> None:
-    """A line for the person running the workflow: in the rule's log and on their terminal."""
-    print(line, file=sys.stderr, flush=True)
-    if sys.__stderr__ is not None and sys.__stderr__ is not sys.stderr:
-        print(line, file=sys.__stderr__, flush=True)
 
 
 def run_script(smk: Any, main: Callable[[Any], None]) -> None:

@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from whichshot.archive.environment import redact_config
 from whichshot.archive.run_crate import write_run_crate
 from whichshot.archive.run_environment import capture_environment
 from whichshot.archive.user_inputs import archive_inputs
+from whichshot.redact import redact_config
 
 MANIFEST = "manifest-sha256.txt"
 # The workflow source, relative to the repository root.

@@ -14,8 +14,8 @@ from typing import Any
 import psutil
 import pynvml
 
-from whichshot.archive.environment import redact_environment
 from whichshot.host import cpu_model
+from whichshot.redact import redact_environment
 
 NOT_MEASURED = "not measured"
 # Variables that change how an engine, a BLAS or the scheduler behaves; the rest are left out.

@@ -16,6 +16,7 @@ from typing import Any
 import requests
 import yaml
 
+from whichshot import pypi
 from whichshot.atomic import write_json_atomic, write_text_atomic
 from whichshot.cache import exclusive_lock
 from whichshot.engines.base import (
@@ -40,7 +41,6 @@ from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
 from whichshot.measure.machine_lock import measurement_lock
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.prepare import pypi
 from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, NO_GPU, GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""

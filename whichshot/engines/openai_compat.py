@@ -22,7 +22,6 @@ from typing import Any
 import requests
 import yaml
 
-from whichshot.archive.environment import redact_engine
 from whichshot.engines.base import (
     NOT_KNOWN_CACHE,
     UNKNOWN_DRAFT_LIMITS,
@@ -37,6 +36,7 @@ from whichshot.hashing import sha256_file, short_id
 from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.measure.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.measure.sse import MalformedStream, post_stream
+from whichshot.redact import redact_engine
 from whichshot.telemetry.gpus import GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""

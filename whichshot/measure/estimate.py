@@ -2,23 +2,19 @@
 seconds, engine start-ups and shots (prompt and output tokens at a speed taken from an earlier
 shots.parquet where one has the engine and model, else a stated default per engine kind).
 
-    python -m whichshot.measure.estimate --configfile config/full.yaml
+    python -m whichshot.estimate --configfile config/full.yaml
 
 An estimate, not a measurement: the shots' time is a guess from earlier speeds or defaults; the rests
 and warm-up seconds are the config's own and exact. Model download, engine builds and llama-bench
 brackets are not counted."""
 
-import argparse
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from whichshot.config import check_config
 from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD, Job, all_jobs
 
 DEFAULT_SHOTS = Path("results/shots.parquet")
@@ -157,29 +153,8 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate]) -> li
     return lines
 
 
-def load_config(path: Path) -> dict[str, Any]:
-    """A config file with the schema's defaults, checked as the workflow checks it."""
-    return check_config(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-
-
 def estimate_words(config: dict[str, Any], shots_path: Path = DEFAULT_SHOTS) -> str:
     """The estimate of a checked config, at the speeds of `shots_path` where it exists (what a dry run
     of the workflow prints)."""
     shots = pd.read_parquet(shots_path) if Path(shots_path).exists() else None
     return "\n".join(summary_lines(config, estimate_series(config, shots)))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configfile", type=Path, action="append", required=True)
-    parser.add_argument(
-        "--shots", type=Path, default=DEFAULT_SHOTS, help="earlier results to take speeds from"
-    )
-    args = parser.parse_args(argv)
-    for path in args.configfile:
-        print(estimate_words(load_config(path), args.shots))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

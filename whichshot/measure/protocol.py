@@ -13,7 +13,6 @@ import requests
 
 from whichshot.atomic import JsonlJournal
 from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
-from whichshot.entry import tell
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD, Job
@@ -30,6 +29,7 @@ from whichshot.measure.records import (
 from whichshot.prepare.user_texts import user_source_pin
 from whichshot.shots.axes import AXES, ONE_STREAM
 from whichshot.spec_modes import kind_settings
+from whichshot.tell import tell
 
 
 class ShotTelemetry(Protocol):

@@ -8,10 +8,10 @@ from typing import Any
 
 import gguf
 
+from whichshot import pypi
 from whichshot.cache import exclusive_lock
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
-from whichshot.prepare import pypi
 from whichshot.prepare.synthetic import write_synthetic_model
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.engines import load_engine
-from whichshot.entry import run_script, tell
+from whichshot.entry import run_script
 from whichshot.host import host_identity
 from whichshot.measure.grid import Job, all_jobs
 from whichshot.measure.placement import check_on_its_node
@@ -16,6 +16,7 @@ from whichshot.measure.protocol import JobContext
 from whichshot.measure.series import SeriesOutputs, measure_series
 from whichshot.measure.settings import server_settings
 from whichshot.spec_modes import kind_settings, uses_draft_model
+from whichshot.tell import tell
 
 
 def main(smk):
