@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from whichshot.figures.cells import cell_id, cell_of
-from whichshot.measure.grid import BASE_WORKLOAD
 from whichshot.report.plots import rest_effect
-from whichshot.shots.axes import AXES, AXIS
+from whichshot.shots.axes import AXES, AXIS, BASE_WORKLOAD
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 SCHEMA_TYPES = {"string": str, "integer": int, "number": float}

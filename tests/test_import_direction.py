@@ -54,7 +54,6 @@ ALLOWED_UP = {  # (file, module it imports) pointing up the stages
     ("whichshot/engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
     ("whichshot/engines/transformers_engine.py", "whichshot.measure.process"),
     ("whichshot/prepare/tokenizing.py", "whichshot.measure.settings"),
-    ("whichshot/prepare/trace_prompts.py", "whichshot.measure.grid"),
     ("whichshot/prepare/trace_prompts.py", "whichshot.measure.quality"),
     ("whichshot/prepare/trace_prompts.py", "whichshot.measure.quality_fields"),
     ("whichshot/prepare/workload_prompts.py", "whichshot.measure.quality"),
@@ -66,9 +65,6 @@ ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
     ("whichshot/engines/openai_compat.py", "whichshot.figures.caveats.finding"),
     ("whichshot/engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
     ("whichshot/measure/aggregate.py", "whichshot.engines"),
-    ("whichshot/measure/grid.py", "whichshot.prepare.workload_prompts"),
-    ("whichshot/measure/grid.py", "whichshot.prepare.workloads"),
-    ("whichshot/measure/grid.py", "whichshot.prepare.traces"),
     ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_FILE_CYCLES: set[frozenset[str]] = set()

@@ -15,9 +15,10 @@ from whichshot.figures.aggregations import (
     output_weighted_speedup,
     output_weighted_time_saved,
 )
-from whichshot.measure.grid import TRACE_WORKLOAD, expand_trace_jobs, job_by_id
+from whichshot.measure.grid import expand_trace_jobs, job_by_id
 from whichshot.prepare.traces import load_trace
 from whichshot.prepare.user_texts import pin_of
+from whichshot.shots.axes import TRACE_WORKLOAD
 
 
 def _trace_file(tmp_path, lines: list, name: str = "trace.jsonl") -> dict:

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from whichshot.claims.load import Claim
-from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD
+from whichshot.shots.axes import BASE_WORKLOAD, TRACE_WORKLOAD
 
 # claim axis -> (config section, list key) of the protocol grid (continue_text cells) ...
 _PROTOCOL_AXES = {

@@ -18,7 +18,7 @@ from whichshot.figures.cells import Cell, cell_id, cold_sibling, group_cells
 from whichshot.figures.noise import METHOD, verdict_words
 from whichshot.figures.statistic import Selection
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
 SPEED = "decode_tok_s"
 COLD_WARM_DELTA = "decode_tok_s_cold_vs_warm_delta"

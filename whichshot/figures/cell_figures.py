@@ -8,8 +8,7 @@ from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, series_of
 from whichshot.figures.statistic import Selection, ShotIndexRule, longest_run
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
-from whichshot.shots.axes import ONE_STREAM
+from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT, ONE_STREAM, TRACE_WORKLOAD
 
 # Columns summarised per cell wherever the run measured them (any shot of the engine has a value).
 CELL_COLUMNS = (

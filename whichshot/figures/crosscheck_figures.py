@@ -10,7 +10,7 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import ENGINE_MODEL, group_cells
 from whichshot.figures.statistic import EveryShotRule
 from whichshot.measure.bench import FLASH_ATTENTION_NAMES
-from whichshot.measure.grid import BASE_WORKLOAD
+from whichshot.shots.axes import BASE_WORKLOAD
 
 CLIENT_ENGINE_METRIC = "client_vs_engine_decode_ratio"
 # figure -> (our client's column, the engine's own)

@@ -13,8 +13,7 @@ from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, cell_of, group_cells
 from whichshot.figures.statistic import Selection
-from whichshot.measure.grid import NO_DRAFT, TRACE_WORKLOAD
-from whichshot.shots.axes import AXES
+from whichshot.shots.axes import AXES, NO_DRAFT, TRACE_WORKLOAD
 
 # A mix groups the requests of one trace on one engine, model and protocol (every other axis kept).
 _PER_REQUEST = ("request_id", "text_kind", "spec_mode")

@@ -8,7 +8,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
 # (figure, numerator column, denominator column, words): ratios of summed counts over the shots used
 COUNT_RATIOS = (

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, Job
+from whichshot.measure.grid import Job
 from whichshot.measure.process import run_tied
 from whichshot.measure.protocol import JobContext, prompt_of
-from whichshot.shots.axes import ONE_STREAM
+from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT, ONE_STREAM
 
 T = TypeVar("T")
 # llama-bench's JSON gives flash attention as llama.cpp's enum value; the server's flag takes a name.

@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.measure.grid import BASE_WORKLOAD, TRACE_WORKLOAD, Job, all_jobs
+from whichshot.measure.grid import Job, all_jobs
+from whichshot.shots.axes import BASE_WORKLOAD, TRACE_WORKLOAD
 
 DEFAULT_SHOTS = Path("results/shots.parquet")
 TRACE_OUTPUT_TOKENS = 256  # a trace request's output budget when the config gives none

@@ -10,19 +10,21 @@ import itertools
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from whichshot.shots.axes import AXIS, DEFAULT_PREFILL_CHUNK, FRESH_PROCESS, ONE_STREAM
+from whichshot.prepare.traces import load_traces
+from whichshot.prepare.workload_prompts import workload_keys
+from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
+from whichshot.shots.axes import (
+    AXIS,
+    BASE_WORKLOAD,
+    DEFAULT_PREFILL_CHUNK,
+    DEFAULT_WARMUP,
+    FRESH_PROCESS,
+    NO_DRAFT,
+    ONE_STREAM,
+    ORDERS,
+    TRACE_WORKLOAD,
+)
 from whichshot.spec_modes import applies
-
-# A series (one job, one repeat) is part of a cell, the group of shots sharing every axis of
-# whichshot.shots.axes.
-DEFAULT_WARMUP = "engine_default"
-BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
-TRACE_WORKLOAD = "trace"  # a request of the user's own trace
-NO_DRAFT = "none"  # the speculative mode that drafts nothing
-
-# Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
-# control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.
-ORDERS = {"same": ("A",), "forward": ("A", "B"), "reverse": ("B", "A")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,8 +165,6 @@ def workload_models(config: dict[str, Any]) -> list[str]:
 
 def expand_workload_jobs(config: dict[str, Any]) -> list[Job]:
     """engines x models x (workload, text kind) x speculative modes x {cold; warm} x repeats."""
-    from whichshot.prepare.workload_prompts import workload_keys
-    from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
 
     workloads = config["workloads"]
     context = workloads["context_tokens"]
@@ -188,7 +188,6 @@ def trace_models(config: dict[str, Any], name: str) -> list[str]:
 def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
     """engines x models x trace requests x speculative modes x {cold; warm} x repeats: each request
     is a cell of its own, run as the workloads are (their series lengths, one rest)."""
-    from whichshot.prepare.traces import load_traces
 
     jobs = []
     for name, trace in load_traces(config).items():

@@ -15,7 +15,7 @@ from whichshot.atomic import JsonlJournal
 from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD, Job
+from whichshot.measure.grid import Job
 from whichshot.measure.host_load import HostLoad
 from whichshot.measure.quality_fields import quality_fields
 from whichshot.measure.records import (
@@ -27,7 +27,7 @@ from whichshot.measure.records import (
     stream_fields,
 )
 from whichshot.prepare.user_texts import user_source_pin
-from whichshot.shots.axes import AXES, ONE_STREAM
+from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, ONE_STREAM, TRACE_WORKLOAD
 from whichshot.spec_modes import kind_settings
 from whichshot.tell import tell
 

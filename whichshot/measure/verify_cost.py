@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from whichshot.measure.bench import run_bench, tool_unavailable
-from whichshot.measure.grid import NO_DRAFT
 from whichshot.measure.protocol import JobContext
+from whichshot.shots.axes import NO_DRAFT
 
 ONE_TOKEN = 1
 EVERY_TOKEN_OUT = ("-embd", "1")  # every token of the batch is an output, so its logits are computed

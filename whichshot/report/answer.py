@@ -26,9 +26,9 @@ from whichshot.figures.answer_figures import (
 from whichshot.figures.crosscheck_figures import BENCH_TESTS
 from whichshot.figures.noise import BEYOND_NOISE, METHOD, TOO_FEW, WITHIN_NOISE, verdict_words
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
 from whichshot.report.format import NOT_MEASURED, format_lossless, format_number, md
 from whichshot.report.tables import records_of, row_head
+from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
 BENCH_RATIO = BENCH_TESTS["tg"][2]
 CELL_HEADER = ("cell", "cold median [min-max] (n)", "warm median [min-max] (n)", "delta",

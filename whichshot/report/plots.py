@@ -19,9 +19,8 @@ import pandas as pd  # noqa: E402
 
 from whichshot.figures.caveats.gates import gate_label, gated_out  # noqa: E402
 from whichshot.figures.trace_figures import MIX_AXES  # noqa: E402
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD  # noqa: E402
 from whichshot.report.tables import LOAD_AXES, records_of  # noqa: E402
-from whichshot.shots.axes import AXES, AXIS, SERIES_SHAPE  # noqa: E402
+from whichshot.shots.axes import AXES, AXIS, BASE_WORKLOAD, NO_DRAFT, SERIES_SHAPE, TRACE_WORKLOAD  # noqa: E402  # noqa: E402
 
 # Okabe-Ito (colour-blind safe); greyscale safety comes from the markers, lines and hatches.
 _COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")

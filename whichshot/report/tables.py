@@ -28,8 +28,7 @@ from whichshot.figures.speedup_model_figures import (
     VERIFY_COST,
 )
 from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES, SPEEDUP_METRIC
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
-from whichshot.shots.axes import AXES
+from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
 # (metric, column header, unit shown in the header)
 HEADLINE_COLUMNS = (

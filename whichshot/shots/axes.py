@@ -8,6 +8,14 @@ from typing import Any
 
 DEFAULT_PREFILL_CHUNK = 512  # llama-server's default -ub: the chunk a run without the axis used
 ONE_STREAM = 1
+DEFAULT_WARMUP = "engine_default"
+BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
+TRACE_WORKLOAD = "trace"  # a request of the user's own trace
+NO_DRAFT = "none"  # the speculative mode that drafts nothing
+
+# Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
+# control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.
+ORDERS = {"same": ("A",), "forward": ("A", "B"), "reverse": ("B", "A")}
 
 
 @dataclass(frozen=True)
