@@ -4,7 +4,7 @@ import pytest
 
 from tests.pipeline import engine_processes, filled_config, load_config, run_pipeline
 from whichshot.cache import cache_root
-from whichshot.engines import load_engine
+from whichshot.engine import load_engine
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-from whichshot.engines import register
-from whichshot.engines.base import (
+from whichshot.engine import register
+from whichshot.engine.base import (
     NO_WARMUP,
     ONE_DECODE,
     UNKNOWN_DRAFT_LIMITS,
@@ -21,10 +21,10 @@ from whichshot.engines.base import (
     ShotOutcome,
     ShotRequest,
 )
-from whichshot.engines.stream import reconcile, stream_completion
+from whichshot.engine.process import LOOPBACK, free_port, start_until_ready
+from whichshot.engine.stream import reconcile, stream_completion
 from whichshot.errors import invalid_config
 from whichshot.hashing import short_id
-from whichshot.measure.process import LOOPBACK, free_port, start_until_ready
 from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
 CONFIG_SCHEMA = {

@@ -10,8 +10,8 @@ import psutil
 
 from tests.pipeline import filled_config
 from whichshot.cache import cache_root
-from whichshot.engines import load_engine
-from whichshot.engines.base import Engine, ServerSettings
+from whichshot.engine import load_engine
+from whichshot.engine.base import Engine, ServerSettings
 from whichshot.host import host_identity
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext, ShotTelemetry

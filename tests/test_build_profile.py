@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from whichshot.engines import build_profile, llama_cpp
-from whichshot.engines.build_profile import (
+from engines import build_profile, llama_cpp
+from engines.build_profile import (
     NinjaLogError,
     parse_ninja_log,
     profile_table,

@@ -99,7 +99,7 @@ def test_a_mode_may_combine_types_and_says_its_draft_cap_and_verify_width():
     """seed 002's combination: several --spec-type values in one flag; the cap per step is the
     largest over the types (an option given, else llama.cpp's default) and the target verifies one
     position more than that."""
-    from whichshot.engines.llama_cpp import ENGINE, speculative_args
+    from engines.llama_cpp import ENGINE, speculative_args
 
     mode = {
         "type": ["draft-simple", "ngram-simple"],

@@ -5,17 +5,17 @@ from pathlib import Path
 
 import pytest
 
+from engines.openai_compat import chunks_outcome, substitute
 from tests.fault_kit import real_engine
 from tests.pipeline import filled_config
 from whichshot.atomic import JsonlJournal
 from whichshot.cache import cache_root
 from whichshot.config import with_defaults
-from whichshot.engines import load_engine
-from whichshot.engines.base import ServerSettings, ShotRequest
-from whichshot.engines.openai_compat import chunks_outcome, substitute
+from whichshot.engine import load_engine
+from whichshot.engine.base import ServerSettings, ShotRequest
+from whichshot.engine.sse import MalformedStream
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext, run_job
-from whichshot.measure.sse import MalformedStream
 
 OUTPUT_TOKENS = 12
 REPEATED = "The quick brown fox jumps over the lazy dog while the cat sleeps. " * 12
@@ -169,7 +169,7 @@ def test_chat_against_llama_server_counts_every_token_of_multi_token_chunks(
 
 
 def test_the_prompt_cache_state_comes_from_the_servers_own_flags():
-    from whichshot.engines.openai_compat import prompt_cache_state
+    from engines.openai_compat import prompt_cache_state
 
     assert (
         prompt_cache_state(["vllm", "serve", "m", "--enable-prefix-caching"])

@@ -12,9 +12,9 @@ import psutil
 import pytest
 
 from tests.fault_kit import child_processes
+from whichshot.engine import process as process_module
+from whichshot.engine.process import EngineProcess, free_port, start_until_ready
 from whichshot.errors import WhichshotError
-from whichshot.measure import process as process_module
-from whichshot.measure.process import EngineProcess, free_port, start_until_ready
 
 
 def http_server_argv(tmp_path, bind: str, port: int) -> list[str]:
@@ -57,7 +57,7 @@ def test_a_killed_harness_takes_its_engine_with_it(tmp_path):
     harness = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from whichshot.measure.process import EngineProcess
+        from whichshot.engine.process import EngineProcess
         sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
         engine = EngineProcess(sleeper, Path({str(tmp_path / "e.log")!r}))
         print(engine.pid, flush=True)

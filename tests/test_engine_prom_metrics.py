@@ -6,7 +6,7 @@ vLLM's documented metric names (their headers say so).
 
 from pathlib import Path
 
-from whichshot.measure.prom_metrics import counter_deltas, parse_prometheus
+from whichshot.engine.prom_metrics import counter_deltas, parse_prometheus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.pipeline import load_config, run_pipeline
 from whichshot.cache import cache_root
-from whichshot.engines import load_engine
+from whichshot.engine import load_engine
 from whichshot.errors import WhichshotError
 
 pytest.importorskip("torch", reason="the [transformers] extra is not installed")
@@ -157,7 +157,7 @@ def test_build_refuses_versions_other_than_the_pins():
 def test_weight_placement_sees_packed_modules_and_mixed_dtypes():
     import torch
 
-    from whichshot.engines.hf_server import weight_placement
+    from engines.hf_server import weight_placement
 
     class GgufLinear(torch.nn.Linear):  # the name transformers gives a module holding GGUF blocks
         pass

@@ -63,7 +63,7 @@ def test_bad_cmake_flag_fails_at_configure_with_cmakes_reason(scratch_cache):
 
 
 def test_x86_builds_name_each_instruction_set_and_leave_amx_off():
-    from whichshot.engines.llama_cpp import cpu_arch_flags
+    from engines.llama_cpp import cpu_arch_flags
 
     sapphire_rapids = {
         "sse4_2",

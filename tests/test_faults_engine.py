@@ -21,13 +21,13 @@ from tests.fault_kit import (
     warm_job,
 )
 from whichshot.atomic import JsonlJournal
-from whichshot.engines.base import ShotRequest
+from whichshot.engine.base import ShotRequest
+from whichshot.engine.process import LOOPBACK
+from whichshot.engine.sse import EngineRefused
 from whichshot.errors import ChecksumMismatch, EngineNotReady, WhichshotError
 from whichshot.hashing import sha256_file
 from whichshot.measure.grid import Job
-from whichshot.measure.process import LOOPBACK
 from whichshot.measure.protocol import run_job
-from whichshot.measure.sse import EngineRefused
 from whichshot.prepare.models import fetch_model, gguf_metadata
 from whichshot.tables import record_schema, validate_records, write_table
 

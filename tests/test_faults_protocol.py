@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from engines.llama_cpp import LlamaServer
 from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
 from whichshot.atomic import JsonlJournal
-from whichshot.engines.base import UNKNOWN_DRAFT_LIMITS
-from whichshot.engines.llama_cpp import LlamaServer
-from whichshot.measure.process import LOOPBACK, EngineProcess, free_port, http_ok
+from whichshot.engine.base import UNKNOWN_DRAFT_LIMITS
+from whichshot.engine.process import LOOPBACK, EngineProcess, free_port, http_ok
 from whichshot.measure.protocol import run_job
 
 FAKE = Path(__file__).resolve().parent / "fake_engine_http.py"
@@ -103,7 +103,7 @@ def test_the_fake_engine_really_sends_what_it_claims(tmp_path, behaviour):
 
 
 def test_the_request_clock_starts_once_the_body_is_built(tmp_path, monkeypatch):
-    from whichshot.measure import sse
+    from whichshot.engine import sse
 
     built_at = []
     real_dumps = sse.json.dumps

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from engines.llama_cpp import cmake_flags, server_argv, speculative_args
 from tests.pipeline import REPO
-from whichshot.engines.base import ServerSettings
-from whichshot.engines.llama_cpp import cmake_flags, server_argv, speculative_args
-from whichshot.measure.process import LOOPBACK
+from whichshot.engine.base import ServerSettings
+from whichshot.engine.process import LOOPBACK
 from whichshot.redact import redact_environment
 
 PYTHON_SOURCES = sorted(
@@ -189,7 +189,7 @@ SECRETS = ("sk-argv-secret", "hf_inline_secret", "p4ss", "hf_env_secret", "sk-re
 
 def test_engine_secrets_never_reach_build_json_or_the_archived_config():
     from whichshot.config import with_defaults
-    from whichshot.engines import load_engine
+    from whichshot.engine import load_engine
     from whichshot.redact import redact_config
 
     spec = with_defaults({"engines": {"srv": SECRET_SPEC}})["engines"]["srv"]

@@ -7,6 +7,7 @@ included). It fails on
 - an import of a whichshot module inside a function, which hides a cycle or an upward arrow, unless
   ALLOWED_IN_FUNCTION lists it;
 - a cycle between files, in-function imports included, unless ALLOWED_FILE_CYCLES lists it;
+- an import of an engine kind (the top-level engines/) from whichshot, which knows kinds by name only;
 - an allow-list entry that no longer occurs.
 The lists hold today's exceptions and can only shrink. When a change fixes an import, delete its entry in
 the same change; never add one. A new file needs its stage in STAGES (a folder entry covers its files).
@@ -21,15 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 STAGES: dict[str, tuple[str, ...]] = {  # lowest first; "x/" names a folder, the longest entry wins
-    # Also the files issue 34 will create: redact, pypi, tell, shots/, engine/, estimate.
     "base": ("whichshot/__init__.py", "whichshot/errors.py", "whichshot/hashing.py", "whichshot/atomic.py",
              "whichshot/cache.py", "whichshot/tables.py", "whichshot/schemas/", "whichshot/redact.py",
              "whichshot/pypi.py", "whichshot/tell.py"),
     "shots": ("whichshot/shots/",),
     "machine": ("whichshot/telemetry/", "whichshot/host.py", "whichshot/cluster.py"),
-    "engine protocol": ("whichshot/engine/", "whichshot/engines/__init__.py", "whichshot/engines/base.py",
-                        "whichshot/spec_modes.py"),
-    "engine kinds": ("whichshot/engines/",),
+    "engine protocol": ("whichshot/engine/", "whichshot/spec_modes.py"),
+    "engine kinds": ("engines/",),  # the top-level folder: whichshot reaches a kind through the registry only
     "prepare": ("whichshot/prepare/",),
     "measure": ("whichshot/measure/",),
     "figures": ("whichshot/figures/",),
@@ -43,17 +42,8 @@ STAGE_NAMES = list(STAGES)
 RANK = {path: rank for rank, paths in enumerate(STAGES.values()) for path in paths}
 
 ALLOWED_UP = {  # (file, module it imports) pointing up the stages
-    ("whichshot/engines/base.py", "whichshot.measure.process"),
-    ("whichshot/engines/llama_cpp.py", "whichshot.measure.machine_lock"),
-    ("whichshot/engines/llama_cpp.py", "whichshot.measure.process"),
-    ("whichshot/engines/openai_compat.py", "whichshot.figures.caveats.finding"),
-    ("whichshot/engines/openai_compat.py", "whichshot.measure.process"),
-    ("whichshot/engines/openai_compat.py", "whichshot.measure.prom_metrics"),
-    ("whichshot/engines/openai_compat.py", "whichshot.measure.sse"),
-    ("whichshot/engines/stream.py", "whichshot.measure.sse"),
-    ("whichshot/engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
-    ("whichshot/engines/transformers_engine.py", "whichshot.measure.process"),
-    ("whichshot/prepare/tokenizing.py", "whichshot.measure.settings"),
+    ("engines/openai_compat.py", "whichshot.figures.caveats.finding"),
+    ("engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
     ("whichshot/prepare/trace_prompts.py", "whichshot.measure.quality"),
     ("whichshot/prepare/trace_prompts.py", "whichshot.measure.quality_fields"),
     ("whichshot/prepare/workload_prompts.py", "whichshot.measure.quality"),
@@ -62,9 +52,9 @@ ALLOWED_UP = {  # (file, module it imports) pointing up the stages
     ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
-    ("whichshot/engines/openai_compat.py", "whichshot.figures.caveats.finding"),
-    ("whichshot/engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
-    ("whichshot/measure/aggregate.py", "whichshot.engines"),
+    ("engines/openai_compat.py", "whichshot.figures.caveats.finding"),
+    ("engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
+    ("whichshot/measure/aggregate.py", "whichshot.engine"),
     ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_FILE_CYCLES: set[frozenset[str]] = set()
@@ -72,10 +62,10 @@ ALLOWED_FILE_CYCLES: set[frozenset[str]] = set()
 
 @dataclass(frozen=True)
 class Import:
-    file: str  # the importing file, "whichshot/engines/base.py"
+    file: str  # the importing file, "whichshot/engine/base.py"
     line: int
-    target: str  # the module imported, "whichshot.measure.process"
-    target_file: str  # its file, "whichshot/measure/process.py"
+    target: str  # the module imported, "whichshot.engine.process"
+    target_file: str  # its file, "whichshot/engine/process.py"
     function: str | None  # the function the import sits in; None at module level
 
     def __str__(self) -> str:
@@ -87,8 +77,12 @@ def module_name(path: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+PACKAGES = ("whichshot", "engines")
+
+
 def package_sources() -> dict[str, str]:
-    return {p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "whichshot").rglob("*.py"))}
+    paths = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+    return {path.relative_to(ROOT).as_posix(): path.read_text() for path in paths}
 
 
 def collect_imports(sources: dict[str, str]) -> list[Import]:
@@ -97,7 +91,7 @@ def collect_imports(sources: dict[str, str]) -> list[Import]:
     for path, text in sources.items():
         for node, function in walk(ast.parse(text)):
             for target in imported_modules(node, path, files):
-                if target.split(".")[0] == "whichshot":
+                if target.split(".")[0] in PACKAGES:
                     target_file = files.get(target, f"{target} (no such file)")
                     found.append(Import(path, node.lineno, target, target_file, function))
     return found
@@ -146,6 +140,11 @@ def upward_imports(imports: list[Import]) -> Found:
             arrow = f"{STAGE_NAMES[source]} -> {STAGE_NAMES[target]}"
             found.append(((imp.file, imp.target), f"{imp} points up the stages ({arrow})"))
     return found
+
+
+def kind_imports(imports: list[Import]) -> list[str]:
+    kinds = [imp for imp in imports if imp.file.startswith("whichshot/") and imp.target.startswith("engines")]
+    return [f"{imp} imports an engine kind: reach it through whichshot.engine's registry" for imp in kinds]
 
 
 def in_function_imports(imports: list[Import]) -> Found:
@@ -200,6 +199,17 @@ def test_every_file_has_a_stage():
 def test_imports_point_down_the_stages():
     failures = ratchet(upward_imports(package_imports()), ALLOWED_UP, "ALLOWED_UP")
     assert not failures, "\n".join(failures)
+
+
+def test_whichshot_imports_no_engine_kind():
+    assert not kind_imports(package_imports())
+    fake = collect_imports(
+        {"engines/__init__.py": "", "engines/mine.py": "", "whichshot/x.py": "import engines.mine\n"}
+    )
+    assert kind_imports(fake) == [
+        "whichshot/x.py:1 -> engines.mine imports an engine kind: reach it through "
+        "whichshot.engine's registry"
+    ]
 
 
 def test_no_whichshot_import_inside_a_function():

@@ -33,9 +33,9 @@ def source_copy(destination):
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (REPO / name).exists():
             shutil.copy2(REPO / name, destination / name)
-    shutil.copytree(
-        REPO / "whichshot", destination / "whichshot", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for package in ("whichshot", "engines"):
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(REPO / package, destination / package, ignore=ignore)
     return destination
 
 
@@ -68,6 +68,7 @@ def test_a_built_wheel_carries_its_schemas_template_and_captions(tmp_path):
         "whichshot/schemas/figures.schema.yaml",
         "whichshot/report/templates/index.html.j2",
         "whichshot/report/captions/clock_ratio.rst",
+        "engines/llama_cpp.py",
     ):
         assert needed in names, needed
     (site / "tests_copy").mkdir()

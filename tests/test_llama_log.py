@@ -4,9 +4,9 @@
 import sys
 import threading
 
-from whichshot.engines.base import NO_WARMUP, ONE_DECODE
-from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts, startup_log, warmup_run
-from whichshot.measure.process import EngineProcess
+from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts, startup_log, warmup_run
+from whichshot.engine.base import NO_WARMUP, ONE_DECODE
+from whichshot.engine.process import EngineProcess
 
 # Gemma 3 270M: a full cache and a sliding-window cache, each with its own size line.
 GEMMA_START = """\

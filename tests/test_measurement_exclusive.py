@@ -14,7 +14,7 @@ from whichshot.figures.table import compute_figures
 
 HOLDER = textwrap.dedent("""
     import json, sys, time
-    from whichshot.measure.machine_lock import measurement_lock
+    from whichshot.engine.machine_lock import measurement_lock
     with measurement_lock():
         start = time.monotonic()
         time.sleep(0.4)
@@ -52,8 +52,8 @@ def test_series_that_ran_at_once_are_caveated_and_series_in_turn_are_not():
 
 def test_a_build_compiles_holding_the_measurement_lock(monkeypatch, tmp_path):
     """While llama.cpp compiles (every core), a measurement asking for the lock would wait."""
+    from engines import llama_cpp
     from tests.pipeline import filled_config
-    from whichshot.engines import llama_cpp
 
     def compile_and_probe(*_args) -> dict:
         probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=30)
@@ -68,7 +68,7 @@ def test_a_build_compiles_holding_the_measurement_lock(monkeypatch, tmp_path):
 
 PROBE = textwrap.dedent("""
     import fcntl
-    from whichshot.measure.machine_lock import lock_path
+    from whichshot.engine.machine_lock import lock_path
     with open(lock_path(), "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -80,7 +80,7 @@ PROBE = textwrap.dedent("""
 
 
 def test_nodes_sharing_a_temporary_directory_keep_separate_locks(monkeypatch):
-    from whichshot.measure import machine_lock
+    from whichshot.engine import machine_lock
 
     paths = {}
     for host in ("wsn1.cluster", "wsn2.cluster"):

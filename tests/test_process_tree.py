@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from whichshot.measure.process import EngineProcess
+from whichshot.engine.process import EngineProcess
 
 REPO = Path(__file__).resolve().parent.parent
 # A process that ignores SIGTERM (as a busy worker may), writes its pid to argv[1], then sleeps.
@@ -60,7 +60,7 @@ def test_a_killed_harness_takes_the_engines_children_with_it(tmp_path):
     harness = start_harness(f"""
         import sys, time
         from pathlib import Path
-        from whichshot.measure.process import EngineProcess
+        from whichshot.engine.process import EngineProcess
         argv = [sys.executable, "-c", {PARENT!r}, {str(child_pid_file)!r}]
         engine = EngineProcess(argv, Path({str(tmp_path / "e.log")!r}))
         print(engine.pid, flush=True)
@@ -110,7 +110,7 @@ def test_a_hangup_unwinds_the_harness_so_it_stops_its_engine(tmp_path):
         from pathlib import Path
         from types import SimpleNamespace
         from whichshot.entry import run_script
-        from whichshot.measure.process import EngineProcess
+        from whichshot.engine.process import EngineProcess
 
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as under a terminal, whatever this test inherited
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from whichshot.measure.process import LOOPBACK, EngineProcess, free_port, http_ok
-from whichshot.measure.sse import post_stream
+from whichshot.engine.process import LOOPBACK, EngineProcess, free_port, http_ok
+from whichshot.engine.sse import post_stream
 
 TESTS = Path(__file__).resolve().parent
 GAP_S = 0.05

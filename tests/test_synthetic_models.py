@@ -10,7 +10,7 @@ import yaml
 
 from tests.fault_kit import real_engine, server_settings, token_ids
 from whichshot.config import check_config
-from whichshot.engines.base import ShotRequest
+from whichshot.engine.base import ShotRequest
 from whichshot.errors import WhichshotError
 from whichshot.prepare.model_traffic import model_traffic
 from whichshot.prepare.synthetic import SYNTHETIC_LABEL, write_synthetic_model

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from whichshot.engines.base import ShotOutcome
+from whichshot.engine.base import ShotOutcome
 from whichshot.measure.quality_fields import quality_fields
 from whichshot.measure.task_gates import RECALL_NEAR_EXACT
 

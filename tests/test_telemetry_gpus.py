@@ -12,9 +12,9 @@ import pynvml
 import pytest
 
 from whichshot.cluster import cluster_identity
-from whichshot.engines import load_engine
-from whichshot.engines.base import ServerSettings
-from whichshot.measure.process import EngineProcess
+from whichshot.engine import load_engine
+from whichshot.engine.base import ServerSettings
+from whichshot.engine.process import EngineProcess
 from whichshot.measure.series import RecorderTelemetry
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends
 from whichshot.telemetry import nvml as nvml_backend

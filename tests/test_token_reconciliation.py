@@ -4,8 +4,8 @@ back mid-character are recovered exactly, or the shot fails with its reason."""
 import pytest
 
 from tests.fault_kit import real_engine, server_settings
-from whichshot.engines.base import ShotRequest
-from whichshot.engines.stream import TokenCountMismatch, reconcile, stream_outcome
+from whichshot.engine.base import ShotRequest
+from whichshot.engine.stream import TokenCountMismatch, reconcile, stream_outcome
 
 EMOJI_PROMPT = "Write five lines of Chinese poetry about the moon, with emoji 🌙✨ after each line."
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests import echo_engine
 from tests.fault_kit import real_engine, server_settings
-from whichshot.engines.base import NO_WARMUP, ONE_DECODE, ServerSettings
+from whichshot.engine.base import NO_WARMUP, ONE_DECODE, ServerSettings
 
 WARMUP_LINE = "warming up the model with an empty run"
 

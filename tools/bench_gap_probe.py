@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from whichshot.engines.base import ServerSettings, ShotRequest  # noqa: E402
-from whichshot.engines.llama_cpp import ENGINE, LlamaServer, server_argv  # noqa: E402
+from engines.llama_cpp import ENGINE, LlamaServer, server_argv  # noqa: E402
+from whichshot.engine.base import ServerSettings, ShotRequest  # noqa: E402
+from whichshot.engine.process import LOOPBACK, free_port, start_until_ready  # noqa: E402
 from whichshot.measure.bench import BenchPlan, run_bracket  # noqa: E402
-from whichshot.measure.process import LOOPBACK, free_port, start_until_ready  # noqa: E402
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends  # noqa: E402
 
 VARIANTS = {

@@ -34,9 +34,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from whichshot.engines.base import ServerSettings, ShotRequest  # noqa: E402
-from whichshot.engines.hf_server import Engine, TokenTimer, parse_args, weight_placement  # noqa: E402
-from whichshot.engines.transformers_engine import ENGINE  # noqa: E402
+from engines.hf_server import Engine, TokenTimer, parse_args, weight_placement  # noqa: E402
+from engines.transformers_engine import ENGINE  # noqa: E402
+from whichshot.engine.base import ServerSettings, ShotRequest  # noqa: E402
 from whichshot.telemetry import TelemetryRecorder, close_backends, open_backends  # noqa: E402
 from whichshot.telemetry.base import Backend  # noqa: E402
 from whichshot.telemetry.nvml import open_nvml  # noqa: E402

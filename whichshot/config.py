@@ -13,8 +13,8 @@ import yaml
 
 from whichshot.claims.grid import extend_grid
 from whichshot.claims.load import load_claims
+from whichshot.engine import engine_kinds, import_engine_modules, load_engine
 from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
-from whichshot.engines import engine_kinds, import_engine_modules, load_engine
 from whichshot.errors import WhichshotError
 from whichshot.prepare.synthetic import check_synthetic_shape
 from whichshot.prepare.traces import load_traces

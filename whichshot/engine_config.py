@@ -3,7 +3,7 @@ own checks are its module's (check_config, check_mode)."""
 
 from typing import Any
 
-from whichshot.engines import engine_kinds, load_engine
+from whichshot.engine import engine_kinds, load_engine
 from whichshot.errors import invalid_config
 from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.spec_modes import applies, is_no_draft, kind_settings, uses_draft_model

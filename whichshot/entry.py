@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from whichshot.engines import import_engine_modules
+from whichshot.engine import import_engine_modules
 from whichshot.errors import WhichshotError
 from whichshot.tell import tell
 

@@ -8,7 +8,7 @@ settings for an engine's kind is skipped for that engine, never run as no drafti
 
 from typing import Any
 
-from whichshot.engines import engine_kinds, load_engine
+from whichshot.engine import engine_kinds, load_engine
 
 
 def _legacy_keys() -> set[str]:

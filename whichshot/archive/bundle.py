@@ -26,7 +26,7 @@ MANIFEST = "manifest-sha256.txt"
 # The workflow source, relative to the repository root.
 SOURCE_PATTERNS = (
     "Snakefile", "pyproject.toml", "README.md", "docs/*.md", "workflow/**/*", "whichshot/**/*.py",
-    "whichshot/**/*.j2", "whichshot/**/*.yaml", "whichshot/**/*.rst", "claims/*.yaml",
+    "whichshot/**/*.j2", "whichshot/**/*.yaml", "whichshot/**/*.rst", "engines/*.py", "claims/*.yaml",
 )  # fmt: skip
 
 

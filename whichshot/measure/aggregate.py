@@ -115,7 +115,7 @@ def _flag(value) -> bool | None:
 
 
 def _default_warmup(kind) -> str | None:
-    from whichshot.engines import engine_kinds, load_engine  # here: the engines import this package
+    from whichshot.engine import engine_kinds, load_engine  # here: the engines import this package
 
     return load_engine(kind).warmups[DEFAULT_WARMUP][1] if kind in engine_kinds() else None
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from whichshot.engine.process import run_tied
 from whichshot.measure.grid import Job
-from whichshot.measure.process import run_tied
 from whichshot.measure.protocol import JobContext, prompt_of
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT, ONE_STREAM
 

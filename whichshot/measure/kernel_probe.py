@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.cache import derived_from_file, exclusive_lock
-from whichshot.engines import load_engine
-from whichshot.engines.base import ServerSettings
+from whichshot.engine import load_engine
+from whichshot.engine.base import ServerSettings
 from whichshot.errors import WhichshotError
 from whichshot.hashing import short_id
 from whichshot.measure.bench import run_bench

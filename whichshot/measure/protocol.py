@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import requests
 
 from whichshot.atomic import JsonlJournal
-from whichshot.engines.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engine.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import Job

@@ -3,7 +3,7 @@ checks (needle, edit, recall, code) and its task gate."""
 
 from typing import Any
 
-from whichshot.engines.base import ShotOutcome
+from whichshot.engine.base import ShotOutcome
 from whichshot.measure import quality as q
 from whichshot.measure.task_gates import gate_fields
 

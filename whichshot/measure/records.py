@@ -3,7 +3,7 @@
 from dataclasses import asdict
 from typing import Any
 
-from whichshot.engines.base import ShotOutcome
+from whichshot.engine.base import ShotOutcome
 from whichshot.hashing import sha256_text
 from whichshot.measure.timing import client_timings, token_arrival_times
 from whichshot.tables import record_schema

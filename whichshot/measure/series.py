@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.atomic import JsonlJournal, write_json_atomic
+from whichshot.engine.machine_lock import measurement_lock
+from whichshot.engine.process import process_tree
 from whichshot.measure.bench import bench_record, bracketed, plan_for
-from whichshot.measure.machine_lock import measurement_lock
-from whichshot.measure.process import process_tree
 from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.measure.verify_cost import run_verify_probe, verify_plan
 from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from whichshot.engines.base import RunningEngine
+from whichshot.engine.base import RunningEngine
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_text
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whichshot.engines import load_engine
-from whichshot.engines.base import RunningEngine
-from whichshot.measure.settings import server_settings
+from whichshot.engine import load_engine
+from whichshot.engine.base import RunningEngine
+from whichshot.engine.settings import server_settings
 
 
 @dataclass(frozen=True)

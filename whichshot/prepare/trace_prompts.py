@@ -4,7 +4,7 @@ trace's context is marked skipped here (with the numbers), never cut."""
 
 from typing import Any
 
-from whichshot.engines.base import RunningEngine
+from whichshot.engine.base import RunningEngine
 from whichshot.measure.quality import self_repetition
 from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare.traces import Trace, TraceRequest, load_trace

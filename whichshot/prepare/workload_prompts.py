@@ -5,7 +5,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from whichshot.engines.base import RunningEngine
+from whichshot.engine.base import RunningEngine
 from whichshot.errors import WhichshotError
 from whichshot.measure.quality import self_repetition
 from whichshot.measure.quality_fields import COPY_SPAN_TOKENS

@@ -1,7 +1,7 @@
 """Which GPUs to sample: the ones the engine computes on, named by UUID.
 
 CUDA numbers the devices a process sees from CUDA_VISIBLE_DEVICES (indices or UUIDs); NVML's index
-order is its own. Engine processes start with CUDA_DEVICE_ORDER=PCI_BUS_ID (measure/process.py),
+order is its own. Engine processes start with CUDA_DEVICE_ORDER=PCI_BUS_ID (engine/process.py),
 so CUDA's device k is the k-th visible GPU in PCI bus order, and the engine's CUDA ordinals map to
 NVML devices exactly. Once the engine runs, NVML's process lists say where its processes really
 are (check_engine_gpus); a PID namespace that hides them leaves the choice unconfirmed.

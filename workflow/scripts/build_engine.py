@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import cache_root
-from whichshot.engines import load_engine
+from whichshot.engine import load_engine
 from whichshot.entry import run_script
 from whichshot.host import allowed_cores
 

@@ -10,10 +10,10 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.atomic import write_json_atomic
 from whichshot.cache import cache_root
+from whichshot.engine.machine_lock import measurement_lock
 from whichshot.entry import run_script
 from whichshot.measure.hardware_probe import probe_hardware
 from whichshot.measure.kernel_probe import AFTER, probe_engine_kernels, wanted_types
-from whichshot.measure.machine_lock import measurement_lock
 
 
 def main(smk):

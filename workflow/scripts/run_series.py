@@ -6,7 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from whichshot.engines import load_engine
+from whichshot.engine import load_engine
+from whichshot.engine.settings import server_settings
 from whichshot.entry import run_script
 from whichshot.host import host_identity
 from whichshot.measure.grid import Job, all_jobs
@@ -14,7 +15,6 @@ from whichshot.measure.placement import check_on_its_node
 from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.series import SeriesOutputs, measure_series
-from whichshot.measure.settings import server_settings
 from whichshot.spec_modes import kind_settings, uses_draft_model
 from whichshot.tell import tell
 

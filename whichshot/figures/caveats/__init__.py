@@ -1,7 +1,7 @@
 """Caveat rules (each a predicate over shots or cells) and the one way they reach figures. Rules
 about one engine kind live in its module (its caveat_rules)."""
 
-from whichshot.engines import engine_kinds, load_engine
+from whichshot.engine import engine_kinds, load_engine
 from whichshot.figures.caveats.ceiling_rules import CEILING_RULES
 from whichshot.figures.caveats.comparison_rules import COMPARISON_RULES
 from whichshot.figures.caveats.drafter_rules import DRAFTER_RULES

@@ -3,7 +3,7 @@ outliers, prompt cache, context, other work on the host, and cold set against wa
 
 import pandas as pd
 
-from whichshot.engines.base import NOT_KNOWN_CACHE
+from whichshot.engine.base import NOT_KNOWN_CACHE
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.finding import Finding, compared_across, ids, whole_cells
 from whichshot.figures.cells import series_of

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from whichshot.measure.process import EngineProcess
+from whichshot.engine.process import EngineProcess
 from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.telemetry.gpus import GpuUse
 
@@ -105,7 +105,7 @@ class RunningEngine(Protocol):
 
 class Engine(Protocol):
     """One engine kind: its config, its speculative modes, its caveats; it builds the engine from
-    pinned sources and starts processes of it. Register it (whichshot.engines.register) to use it."""
+    pinned sources and starts processes of it. Register it (whichshot.engine.register) to use it."""
 
     kind: str
     config_schema: dict[str, Any]  # JSON schema of a config `engines` entry of this kind

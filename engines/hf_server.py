@@ -1,7 +1,7 @@
 """The transformers engine's own process: one model loaded from a GGUF file, greedy decoding,
 served on 127.0.0.1 with the small part of llama-server's HTTP API the protocol uses.
 
-Run as `python -m whichshot.engines.hf_server --model FILE --port N ...` (an argument list, never a shell).
+Run as `python -m engines.hf_server --model FILE --port N ...` (an argument list, never a shell).
 Timings it reports are measured inside this process on its monotonic clock:
   prompt_ms     generate() called -> first output token (prefill forward, first sampling, setup)
   predicted_ms  first output token -> last output token
@@ -28,7 +28,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m whichshot.engines.hf_server")
+    parser = argparse.ArgumentParser(prog="python -m engines.hf_server")
     parser.add_argument("--model", type=Path, required=True, help="GGUF file")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--device", default="cpu")

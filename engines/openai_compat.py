@@ -9,7 +9,7 @@ argument list in config, measured through its streaming /v1/completions or /v1/c
 - Output token ids are the server's where it sends them, else the output text re-tokenized by the
   server after the shot (outside the timed window).
 - Speculative counters come from the server's Prometheus /metrics before and after each shot
-  (whichshot.measure.prom_metrics): process-wide deltas, stored per shot.
+  (whichshot.engine.prom_metrics): process-wide deltas, stored per shot.
 - Tokenizer endpoints differ between servers: `tokenizer_api` picks llama-server's or vLLM's.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 import requests
 import yaml
 
-from whichshot.engines.base import (
+from whichshot.engine.base import (
     NOT_KNOWN_CACHE,
     UNKNOWN_DRAFT_LIMITS,
     UNKNOWN_WARMUP,
@@ -30,12 +30,12 @@ from whichshot.engines.base import (
     ShotOutcome,
     ShotRequest,
 )
-from whichshot.engines.stream import check_counts
+from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.engine.prom_metrics import counter_deltas, parse_prometheus
+from whichshot.engine.sse import MalformedStream, post_stream
+from whichshot.engine.stream import check_counts
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
-from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
-from whichshot.measure.prom_metrics import counter_deltas, parse_prometheus
-from whichshot.measure.sse import MalformedStream, post_stream
 from whichshot.redact import redact_engine
 from whichshot.telemetry.gpus import GpuUse
 

@@ -15,7 +15,7 @@ from typing import Any
 import requests
 import yaml
 
-from whichshot.engines.base import (
+from whichshot.engine.base import (
     NO_WARMUP,
     ONE_DECODE,
     UNKNOWN_DRAFT_LIMITS,
@@ -23,16 +23,16 @@ from whichshot.engines.base import (
     ShotOutcome,
     ShotRequest,
 )
-from whichshot.engines.stream import reconcile, stream_completion
+from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.engine.stream import reconcile, stream_completion
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
-from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
 description: >
-  HF transformers on PyTorch, in its own process (whichshot/engines/hf_server.py), loading the same GGUF
+  HF transformers on PyTorch, in its own process (engines/hf_server.py), loading the same GGUF
   file dequantised to dtype; "build" checks and records the pinned versions (no compile)
 type: object
 additionalProperties: false
@@ -76,9 +76,9 @@ properties:
   num_assistant_tokens: {type: integer, minimum: 1}
 """)
 
-# The folder holding the whichshot package: hf_server runs as `python -m whichshot.engines.hf_server`.
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-SERVER_MODULE = "whichshot.engines.hf_server"
+# The folder holding the engines package: hf_server runs as `python -m engines.hf_server`.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+SERVER_MODULE = "engines.hf_server"
 PINNED = ("torch", "transformers")
 
 

@@ -1,11 +1,14 @@
-"""Inference engines. An engine kind is one module whose ENGINE object carries everything of the
+"""The engine boundary: what the pipeline knows of an inference engine. An engine kind is one module
+(the built-in ones in the top-level engines/ folder) whose ENGINE object carries everything of the
 kind: its config keys (config_schema) and checks, its speculative-mode settings (mode_schema,
-check_mode, uses_draft_model), its warm-ups, its caveats, build, start and shots (engines/base.py
-names them). A kind is known once registered; the built-in kinds register here."""
+check_mode, uses_draft_model), its warm-ups, its caveats, build, start and shots (base.py names
+them). The streaming client, process handling and /metrics parsing it may use live here beside the
+protocol. A kind is known once registered; the built-in kinds register here, by module name only:
+nothing in whichshot imports a kind."""
 
 import importlib
 
-from whichshot.engines.base import Engine
+from whichshot.engine.base import Engine
 
 _REGISTRY: dict[str, Engine] = {}
 # Built-in kind -> module (transformers' may not be named transformers: it would shadow the library).
@@ -41,4 +44,4 @@ def load_engine(kind: str) -> Engine:
 def _load_built_in() -> None:
     for kind, module in _BUILT_IN.items():
         if kind not in _REGISTRY:
-            register(importlib.import_module(f"whichshot.engines.{module}").ENGINE)
+            register(importlib.import_module(f"engines.{module}").ENGINE)

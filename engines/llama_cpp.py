@@ -16,10 +16,18 @@ from typing import Any
 import requests
 import yaml
 
+from engines.build_profile import (
+    NinjaLogError,
+    ninja_program,
+    parse_ninja_log,
+    profile_table,
+    summarize,
+)
+from engines.llama_log import LogReader, draft_mean_length, kv_cache_facts, startup_log, warmup_run
 from whichshot import pypi
 from whichshot.atomic import write_json_atomic, write_text_atomic
 from whichshot.cache import exclusive_lock
-from whichshot.engines.base import (
+from whichshot.engine.base import (
     NO_WARMUP,
     ONE_DECODE,
     UNKNOWN_DRAFT_LIMITS,
@@ -27,20 +35,12 @@ from whichshot.engines.base import (
     ShotOutcome,
     ShotRequest,
 )
-from whichshot.engines.build_profile import (
-    NinjaLogError,
-    ninja_program,
-    parse_ninja_log,
-    profile_table,
-    summarize,
-)
-from whichshot.engines.llama_log import LogReader, draft_mean_length, kv_cache_facts, startup_log, warmup_run
-from whichshot.engines.stream import known_positions, reconcile, stream_completion
+from whichshot.engine.machine_lock import measurement_lock
+from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.engine.stream import known_positions, reconcile, stream_completion
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
 from whichshot.host import cpu_model
-from whichshot.measure.machine_lock import measurement_lock
-from whichshot.measure.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.telemetry.gpus import EVERY_VISIBLE_GPU, NO_GPU, GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""

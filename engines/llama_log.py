@@ -10,7 +10,7 @@ import re
 import time
 from pathlib import Path
 
-from whichshot.engines.base import NO_WARMUP, ONE_DECODE
+from whichshot.engine.base import NO_WARMUP, ONE_DECODE
 
 # llama_kv_cache: size =   45.00 MiB (  2048 cells,  30 layers,  1/1 seqs), K (f16): 22.50 MiB, V (f16): ...
 # A model with sliding-window layers prints one such line per cache (full and SWA).

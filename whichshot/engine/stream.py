@@ -10,8 +10,8 @@ request), and `reconcile` refuses a shot whose ids, counts and stop reason do no
 
 from typing import Any
 
-from whichshot.engines.base import ShotOutcome, ShotRequest
-from whichshot.measure.sse import MalformedStream, post_stream
+from whichshot.engine.base import ShotOutcome, ShotRequest
+from whichshot.engine.sse import MalformedStream, post_stream
 
 # Stop reasons of a fixed-length request (EOS ignored) and of one that may stop at EOS.
 LIMIT = "limit"

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from whichshot.engines.base import ServerSettings
+from whichshot.engine.base import ServerSettings
 from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
 
 
