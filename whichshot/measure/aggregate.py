@@ -10,12 +10,12 @@ import pandas as pd
 
 from whichshot.measure.grid import BASE_WORKLOAD, DEFAULT_WARMUP
 from whichshot.measure.lossless import with_lossless
-from whichshot.measure.quality import python_parses
-from whichshot.measure.quality_fields import repetition_fields
-from whichshot.measure.task_gates import gate_fields
 from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.checks import counter_power_w, power_agrees_with_counter
+from whichshot.shots.quality import python_parses
+from whichshot.shots.quality_fields import repetition_fields
+from whichshot.shots.task_gates import gate_fields
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
-from whichshot.telemetry.summary import counter_power_w, power_agrees_with_counter
 
 
 def aggregate(table: str, jsonl_paths: list[Path], out_path: Path) -> None:

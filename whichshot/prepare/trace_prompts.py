@@ -6,10 +6,10 @@ from typing import Any
 
 from whichshot.engines.base import RunningEngine
 from whichshot.measure.grid import TRACE_WORKLOAD
-from whichshot.measure.quality import self_repetition
-from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare.traces import Trace, TraceRequest, load_trace
 from whichshot.prepare.workload_prompts import tokenized_prompt
+from whichshot.shots.quality import self_repetition
+from whichshot.shots.quality_fields import COPY_SPAN_TOKENS
 
 
 def build_trace_prompts(
