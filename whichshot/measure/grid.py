@@ -10,15 +10,15 @@ import itertools
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.axes import (
+    BASE_WORKLOAD,
+    DEFAULT_PREFILL_CHUNK,
+    DEFAULT_WARMUP,
+    NO_DRAFT,
+    ONE_STREAM,
+    TRACE_WORKLOAD,
+)
 from whichshot.spec_modes import applies
-
-# A series (one job, one repeat) is part of a cell, the group of shots sharing every axis of
-# whichshot.shots.axes.
-DEFAULT_WARMUP = "engine_default"
-BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
-TRACE_WORKLOAD = "trace"  # a request of the user's own trace
-NO_DRAFT = "none"  # the speculative mode that drafts nothing
 
 # Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
 # control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.

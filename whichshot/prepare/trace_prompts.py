@@ -5,9 +5,9 @@ trace's context is marked skipped here (with the numbers), never cut."""
 from typing import Any
 
 from whichshot.engines.base import RunningEngine
-from whichshot.measure.grid import TRACE_WORKLOAD
 from whichshot.prepare.traces import Trace, TraceRequest, load_trace
 from whichshot.prepare.workload_prompts import tokenized_prompt
+from whichshot.shots.axes import TRACE_WORKLOAD
 from whichshot.shots.quality import self_repetition
 from whichshot.shots.quality_fields import COPY_SPAN_TOKENS
 

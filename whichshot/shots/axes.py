@@ -8,6 +8,10 @@ from typing import Any
 
 DEFAULT_PREFILL_CHUNK = 512  # llama-server's default -ub: the chunk a run without the axis used
 ONE_STREAM = 1
+DEFAULT_WARMUP = "engine_default"
+BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
+TRACE_WORKLOAD = "trace"  # a request of the user's own trace
+NO_DRAFT = "none"  # the speculative mode that drafts nothing
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from whichshot.figures.constants import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
 from whichshot.figures.crosscheck_figures import BENCH_TESTS, CLIENT_ENGINE_METRIC
 from whichshot.figures.figure import Figure
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
-from whichshot.measure.lossless import counterpart_key
 from whichshot.shots.axes import AXES
+from whichshot.shots.lossless import counterpart_key
 
 # What depends on which tokens came out: decode speed, the copy share, the lossless check itself.
 OUTPUT_DEPENDENT = frozenset(

@@ -21,7 +21,7 @@ from whichshot.figures.constants import (
 )
 from whichshot.figures.energy_figures import ENERGY_PHASE, UNSTABLE, energy_verdict
 from whichshot.figures.statistic import ok_rows
-from whichshot.measure.aggregate import VERSION_1_GPU
+from whichshot.shots.upgrade import VERSION_1_GPU
 from whichshot.telemetry.gpus import SEEN_ON_SAMPLED
 
 TELEMETRY = columns_from("telemetry")

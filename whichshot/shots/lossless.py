@@ -3,8 +3,7 @@
 import math
 from typing import Any
 
-from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT
-from whichshot.shots.axes import AXES
+from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
 from whichshot.shots.quality import first_divergence
 
 _AXES_BUT_MODE = tuple(axis for axis in AXES if axis != "spec_mode")
