@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import requests
 import yaml
 
@@ -37,6 +38,7 @@ from whichshot.engine.stream import check_counts
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
 from whichshot.redact import redact_engine
+from whichshot.shots.caveat import Finding, columns_from, ids
 from whichshot.telemetry.gpus import GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
@@ -444,11 +446,9 @@ TOKENIZER_APIS = {"llama_server": LlamaServerTokenizer, "vllm": VllmTokenizer}
 ENGINE = OpenAICompat()
 
 
-def server_counters_process_wide(catalog: Any) -> Any:
+def server_counters_process_wide(shots: pd.DataFrame) -> Finding | None:
     """Caveat: the server's speculative counters are process-wide, read around each shot."""
-    from whichshot.figures.caveats.finding import Finding, columns_from, ids
-
-    counted = catalog.shots[catalog.shots["server_metrics_source"].notna()]
+    counted = shots[shots["server_metrics_source"].notna()]
     if counted.empty:
         return None
     return Finding(

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import requests
 import yaml
 
@@ -28,6 +29,7 @@ from whichshot.engine.stream import reconcile, stream_completion
 from whichshot.errors import WhichshotError, invalid_config
 from whichshot.hashing import short_id
 from whichshot.host import cpu_model
+from whichshot.shots.caveat import Finding, ids
 from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
@@ -276,11 +278,9 @@ class HfServer:
         return self.process.stop()
 
 
-def dequantised_weights(catalog: Any) -> Any:
+def dequantised_weights(shots: pd.DataFrame) -> Finding | None:
     """Caveat: this engine computes in a wider format than the quantised file it reads."""
-    from whichshot.figures.caveats.finding import Finding, ids
-
-    hf = catalog.shots[catalog.shots["engine_kind"] == Transformers.kind]
+    hf = shots[shots["engine_kind"] == Transformers.kind]
     if hf.empty:
         return None
     dtypes = ", ".join(sorted(hf["engine_dtype"].dropna().unique())) or "its dtype"

@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from whichshot.engine import register
 from whichshot.engine.base import (
     NO_WARMUP,
@@ -25,6 +27,7 @@ from whichshot.engine.process import LOOPBACK, free_port, start_until_ready
 from whichshot.engine.stream import reconcile, stream_completion
 from whichshot.errors import invalid_config
 from whichshot.hashing import short_id
+from whichshot.shots.caveat import Finding, ids
 from whichshot.telemetry.gpus import NO_GPU, GpuUse
 
 CONFIG_SCHEMA = {
@@ -118,11 +121,9 @@ class EchoServer:
         return self.process.stop()
 
 
-def echo_is_no_model(catalog: Any) -> Any:
+def echo_is_no_model(shots: pd.DataFrame) -> Finding | None:
     """Caveat of this kind: its speeds are an echo's, not a model's."""
-    from whichshot.figures.caveats.finding import Finding, ids
-
-    echoed = catalog.shots[catalog.shots["engine_kind"] == Echo.kind]
+    echoed = shots[shots["engine_kind"] == Echo.kind]
     if echoed.empty:
         return None
     text = "The echo engine repeats its prompt: its speeds say nothing of a model."

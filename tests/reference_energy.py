@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from whichshot.measure.aggregate import read_shots
+from whichshot.shots.upgrade import read_shots
 from whichshot.telemetry.summary import PHASE_COLUMNS, summarize_shot
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"

@@ -14,10 +14,10 @@ from whichshot.figures.cells import cell_id
 from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, MIN_ENERGY_COUNTER_UPDATES
 from whichshot.figures.energy_figures import ENERGY_PHASE, NOT_MEASURED, STABLE, UNSTABLE, energy_verdict
 from whichshot.figures.table import compute_figures, write_figure_tables
-from whichshot.measure.aggregate import read_shots, upgrade_shots
 from whichshot.measure.series import RecorderTelemetry
 from whichshot.report.summary import render_summary
 from whichshot.shots.axes import AXES
+from whichshot.shots.upgrade import read_shots, upgrade_shots
 from whichshot.telemetry.base import NVML_COLUMNS, SAMPLE_COLUMNS, Reading
 from whichshot.telemetry.recorder import TelemetryRecorder
 from whichshot.telemetry.summary import PHASE_COLUMNS, summarize_shot

@@ -7,8 +7,8 @@ import pytest
 
 from tests.shot_tables import cell, job_id, series, table
 from whichshot.figures.table import compute_figures
-from whichshot.measure.lossless import with_lossless
-from whichshot.telemetry.summary import POWER_COUNTER_AGREEMENT, power_agrees_with_counter
+from whichshot.shots.checks import POWER_COUNTER_AGREEMENT, power_agrees_with_counter
+from whichshot.shots.lossless import with_lossless
 
 WARM = cell()
 COLD = cell(protocol="cold")

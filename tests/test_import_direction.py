@@ -42,19 +42,10 @@ STAGE_NAMES = list(STAGES)
 RANK = {path: rank for rank, paths in enumerate(STAGES.values()) for path in paths}
 
 ALLOWED_UP = {  # (file, module it imports) pointing up the stages
-    ("engines/openai_compat.py", "whichshot.figures.caveats.finding"),
-    ("engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
-    ("whichshot/prepare/trace_prompts.py", "whichshot.measure.quality"),
-    ("whichshot/prepare/trace_prompts.py", "whichshot.measure.quality_fields"),
-    ("whichshot/prepare/workload_prompts.py", "whichshot.measure.quality"),
-    ("whichshot/prepare/workload_prompts.py", "whichshot.measure.quality_fields"),
     ("whichshot/claims/load.py", "whichshot.report.tables"),
     ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
-    ("engines/openai_compat.py", "whichshot.figures.caveats.finding"),
-    ("engines/transformers_engine.py", "whichshot.figures.caveats.finding"),
-    ("whichshot/measure/aggregate.py", "whichshot.engine"),
     ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_FILE_CYCLES: set[frozenset[str]] = set()

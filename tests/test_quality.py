@@ -3,7 +3,7 @@ on hand-made inputs."""
 
 import pytest
 
-from whichshot.measure.quality import (
+from whichshot.shots.quality import (
     copy_fraction,
     first_divergence,
     loop_period,

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from whichshot.engine.base import ShotOutcome
-from whichshot.measure.quality_fields import quality_fields
-from whichshot.measure.task_gates import RECALL_NEAR_EXACT
+from whichshot.shots.quality_fields import quality_fields
+from whichshot.shots.task_gates import RECALL_NEAR_EXACT
 
 CASES = {
     case["case"]: case
@@ -22,8 +21,8 @@ CASES = {
 
 def checked(name: str) -> dict:
     case = CASES[name]
-    outcome = ShotOutcome(0.0, 1.0, [], case["output_token_ids"], case["output_text"], None)
-    return quality_fields(outcome, [], {"workload": case["workload"], "checks": case["checks"]})
+    prompt = {"workload": case["workload"], "checks": case["checks"]}
+    return quality_fields(case["output_token_ids"], case["output_text"], [], prompt)
 
 
 def test_a_recorded_loop_is_flagged_and_fails_explain():

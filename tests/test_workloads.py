@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from whichshot.measure.quality import needle_found, rename_applied
 from whichshot.prepare.filler import synthetic_filler
 from whichshot.prepare.workloads import (
     DOCUMENT_CLOSE,
@@ -21,6 +20,7 @@ from whichshot.prepare.workloads import (
     synthetic_sections,
     verbatim_recall,
 )
+from whichshot.shots.quality import needle_found, rename_applied
 
 KEYS = ["assert", "break", "continue", "pass", "return", "global"]
 

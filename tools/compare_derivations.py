@@ -20,7 +20,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from whichshot.figures.cells import cell_id, cell_of  # noqa: E402
-from whichshot.measure.aggregate import read_shots  # noqa: E402
+from whichshot.shots.upgrade import read_shots  # noqa: E402
 
 # Old metric names -> the metric the new derivation gives the same number under.
 RENAMED = {

@@ -43,7 +43,7 @@ def derived_from_file(
     """What `derive` reads out of a file pinned by its sha256 (a GGUF's metadata, its per-token
     costs): kept in the cache under that hash and the code that reads it, so that every later run
     on the same file skips the parse (seconds per model file)."""
-    path = cache / "derived" / kind / f"{sha256}-{package_code_id('prepare')}.json"
+    path = cache / "derived" / kind / f"{sha256}-{package_code_id('prepare', 'shots')}.json"
     if path.is_file():
         return json.loads(path.read_text())
     record = derive()

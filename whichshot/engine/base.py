@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from whichshot.engine.process import EngineProcess
 from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.caveat import ShotsRule
 from whichshot.telemetry.gpus import GpuUse
 
 # The state of an engine's prompt cache where nothing says it (shots' prompt_cache_state).
@@ -112,7 +113,7 @@ class Engine(Protocol):
     mode_schema: dict[str, Any]  # JSON schema of a spec mode's block for this kind
     legacy_mode_keys: tuple[str, ...]  # keys an older config gave at a mode's top (else ())
     has_bench: bool  # whether bench_argv names a benchmark tool
-    caveat_rules: tuple[Any, ...]  # Catalog -> Finding | None, run with every other caveat rule
+    caveat_rules: tuple[ShotsRule, ...]  # each run over the shots with every other caveat rule
 
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
         """Refuse (WhichshotError) what the schema cannot say of an engines entry."""

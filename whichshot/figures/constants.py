@@ -8,8 +8,8 @@ import pandas as pd
 
 from whichshot.figures import figure
 from whichshot.figures.statistic import ROBUST_Z_THRESHOLD
-from whichshot.measure.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
-from whichshot.telemetry.summary import POWER_COUNTER_AGREEMENT
+from whichshot.shots.checks import POWER_COUNTER_AGREEMENT
+from whichshot.shots.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
 
 # The seed's check: warm ≈ cold × (f_warm / f_cold) within 1-2 % means only the clock changed.
 CLOCK_ONLY_TOLERANCE = 0.02

@@ -26,9 +26,9 @@ from whichshot.figures.outlier_figures import outlier_figures
 from whichshot.figures.speedup_model_figures import speedup_model_figures
 from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
-from whichshot.measure.aggregate import read_shots, upgrade_shots
 from whichshot.measure.kernel_probe import merge_after
 from whichshot.shots.axes import AXES
+from whichshot.shots.upgrade import read_shots, upgrade_shots
 from whichshot.tables import record_schema, write_table
 
 # In this order: a family may use the figures of those before it.

@@ -17,7 +17,6 @@ from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import Job
 from whichshot.measure.host_load import HostLoad
-from whichshot.measure.quality_fields import quality_fields
 from whichshot.measure.records import (
     SCHEMA_VERSION,
     client_fields,
@@ -28,6 +27,7 @@ from whichshot.measure.records import (
 )
 from whichshot.prepare.user_texts import user_source_pin
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, ONE_STREAM, TRACE_WORKLOAD
+from whichshot.shots.quality_fields import quality_fields
 from whichshot.spec_modes import kind_settings
 from whichshot.tell import tell
 
@@ -325,7 +325,10 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     record.update(client_fields(outcome, len(request.prompt_token_ids)))
     record.update(engine_fields(outcome))
     record.update(output_fields(outcome))
-    record.update(quality_fields(outcome, request.prompt_token_ids, prompt_of(ctx, variant)))
+    prompt = prompt_of(ctx, variant)
+    record.update(
+        quality_fields(outcome.output_token_ids, outcome.output_text, request.prompt_token_ids, prompt)
+    )
     record.update(stream_fields(outcomes, len(request.prompt_token_ids)))
     record.update(t_request_mono_s=min(o.t_request_s for o in outcomes),
                   t_end_mono_s=max(o.t_end_s for o in outcomes))  # fmt: skip

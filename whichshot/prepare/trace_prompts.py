@@ -5,11 +5,11 @@ trace's context is marked skipped here (with the numbers), never cut."""
 from typing import Any
 
 from whichshot.engine.base import RunningEngine
-from whichshot.measure.quality import self_repetition
-from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare.traces import Trace, TraceRequest, load_trace
 from whichshot.prepare.workload_prompts import tokenized_prompt
 from whichshot.shots.axes import TRACE_WORKLOAD
+from whichshot.shots.quality import self_repetition
+from whichshot.shots.quality_fields import COPY_SPAN_TOKENS
 
 
 def build_trace_prompts(

@@ -7,10 +7,10 @@ from typing import Any
 
 from whichshot.engine.base import RunningEngine
 from whichshot.errors import WhichshotError
-from whichshot.measure.quality import self_repetition
-from whichshot.measure.quality_fields import COPY_SPAN_TOKENS
 from whichshot.prepare import workloads as wl
 from whichshot.prepare.user_texts import load_user_texts
+from whichshot.shots.quality import self_repetition
+from whichshot.shots.quality_fields import COPY_SPAN_TOKENS
 
 # Which text kinds each workload has: new_code and explain have no input document.
 TEXT_KINDS = {

@@ -24,8 +24,8 @@ import pandas as pd
 from whichshot.figures.caveats.run_rules import busy_limits
 from whichshot.figures.cells import cell_id, cell_of
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
-from whichshot.measure.aggregate import read_shots
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.upgrade import read_shots
 
 DECODE, PREFILL = "decode_tok_s", "prefill_tok_s"
 ACCEPTANCE_ALIKE = 0.05  # relative difference of acceptance below which the drafts did alike

@@ -9,7 +9,6 @@ import pandas as pd
 
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.measure.aggregate import upgrade_shots
 from whichshot.report.answer import answer_block
 from whichshot.report.claims import counts_line, source_titles, split_claims
 from whichshot.report.compare import ATTRIBUTION, NO_COMMON_CELL, Run, compare_runs, load_run, table_cells
@@ -34,6 +33,7 @@ from whichshot.report.tables import (
     energy_verdict,
 )
 from whichshot.report.templating import ENV
+from whichshot.shots.upgrade import upgrade_shots
 
 SAMPLE_CHARS = 400
 

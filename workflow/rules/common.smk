@@ -52,8 +52,9 @@ MODEL_PATTERN = "|".join(config["models"])
 TRACE_PATTERN = "|".join(config["traces"]) or "no-trace"
 JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")
 ENV = "../envs/whichshot.yaml"
-# The prompts are cut by this code: a change to it rebuilds them (and reruns what used them).
-PROMPT_CODE = package_code_id("prepare")
+# The prompts are cut by this code and carry values of shots/ (their self-repetition): a change to
+# either rebuilds them (and reruns what used them).
+PROMPT_CODE = package_code_id("prepare", "shots")
 
 
 def all_outputs():

@@ -4,9 +4,9 @@ decode with speculative drafting, which verifies several tokens per weight read 
 pass the bandwidth ceiling of one token per read."""
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding
 from whichshot.figures.figure import Figure
 from whichshot.shots.axes import NO_DRAFT
+from whichshot.shots.caveat import Finding
 
 SHARE_SUFFIX = "_share_of_ceiling"
 # The phases a share is of, and the speed column each reads (a figure reading it gets the caveat).

@@ -4,19 +4,14 @@ synthetic text, drafting against no drafting, and two engines."""
 import pandas as pd
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import (
-    Finding,
-    compared_across,
-    flag_false,
-    ids,
-    whole_cells,
-)
+from whichshot.figures.caveats.finding import compared_across, whole_cells
 from whichshot.figures.cells import group_cells, shots_in
 from whichshot.figures.constants import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
 from whichshot.figures.crosscheck_figures import BENCH_TESTS, CLIENT_ENGINE_METRIC
 from whichshot.figures.figure import Figure
-from whichshot.measure.lossless import counterpart_key
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.caveat import Finding, flag_false, ids
+from whichshot.shots.lossless import counterpart_key
 
 # What depends on which tokens came out: decode speed, the copy share, the lossless check itself.
 OUTPUT_DEPENDENT = frozenset(

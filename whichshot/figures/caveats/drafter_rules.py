@@ -4,12 +4,12 @@ the requests of one process (DESIGN.md), so a warm shot's drafter has seen the e
 import pandas as pd
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding
 from whichshot.figures.cells import cell_id, group_cells
 from whichshot.figures.constants import DRAFTER_WARM_ACCEPTANCE_MARGIN
 from whichshot.figures.statistic import ok_rows
 from whichshot.figures.workload_figures import COUNT_RATIOS
 from whichshot.shots.axes import AXES, NO_DRAFT, SERIES_SHAPE
+from whichshot.shots.caveat import Finding
 
 # (accepted, drafted) columns, the engine's own counts first, then the server's counter deltas.
 ACCEPTANCE_COUNTS = tuple((n, d) for metric, n, d, _ in COUNT_RATIOS if metric.endswith("acceptance_rate"))

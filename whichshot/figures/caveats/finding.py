@@ -2,60 +2,36 @@
 shots (or other sources) it is about, and attaches to every figure that cites one of them, within
 its scope: only figures that read one of its columns (and none it spares), or only figures that
 compare cells differing in one axis. No figure family picks its caveats; `attach` is the one place
-they are joined."""
+they are joined. The caveat record, Finding, lives on the ground floor (whichshot.shots.caveat),
+where an engine kind's own rules reach it too."""
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import cache
 
 import pandas as pd
 
 from whichshot.figures.cells import group_cells
 from whichshot.figures.figure import Figure
 from whichshot.shots.axes import AXES
-from whichshot.tables import record_schema
+from whichshot.shots.caveat import Finding
 
 # Shot columns besides the grid's axes that a caveat may be scoped across: the machine a shot ran on.
 ACROSS_COLUMNS = ("hostname",)
 
 
-@dataclass(frozen=True)
-class Finding:
-    """A caveat that fired: what it says and which inputs it is about."""
-
-    caveat_id: str
-    sentence: str
-    shot_ids: frozenset[str] = frozenset()
-    source_ids: frozenset[str] = frozenset()  # inputs that are not shots (a llama-bench output)
-    columns: frozenset[str] | None = None  # only figures reading one of these shot columns (or a source)
-    across: str | None = None  # only figures whose cited shots differ in this axis
-    spares: frozenset[str] = frozenset()  # not figures reading one of these (they account for it)
-
-    def touches(self, figure: Figure, axes_of: pd.DataFrame) -> bool:
-        if not (
-            self.shot_ids.intersection(figure.shot_ids) or self.source_ids.intersection(figure.source_ids)
-        ):
-            return False
-        reads_none = not self.columns.intersection(figure.reads) if self.columns is not None else False
-        if reads_none and not self.source_ids.intersection(figure.source_ids):
-            return False
-        if self.spares.intersection(figure.reads):
-            return False
-        if self.across is not None:
-            return axes_of.loc[figure.shot_ids, self.across].nunique(dropna=False) > 1
-        return True
-
-    def as_row(self, figure_ids: list[str]) -> dict:
-        return {
-            "caveat_id": self.caveat_id,
-            "sentence": self.sentence,
-            "figure_ids": figure_ids,
-            "shot_ids": sorted(self.shot_ids),
-            "source_ids": sorted(self.source_ids),
-            "columns": sorted(self.columns) if self.columns is not None else [],
-            "across": self.across or "",
-            "spares": sorted(self.spares),
-        }
+def touches(finding: Finding, figure: Figure, axes_of: pd.DataFrame) -> bool:
+    """Whether the finding is about an input the figure cites, within the finding's scope."""
+    if not (
+        finding.shot_ids.intersection(figure.shot_ids) or finding.source_ids.intersection(figure.source_ids)
+    ):
+        return False
+    reads_none = not finding.columns.intersection(figure.reads) if finding.columns is not None else False
+    if reads_none and not finding.source_ids.intersection(figure.source_ids):
+        return False
+    if finding.spares.intersection(figure.reads):
+        return False
+    if finding.across is not None:
+        return axes_of.loc[figure.shot_ids, finding.across].nunique(dropna=False) > 1
+    return True
 
 
 def attach(findings: Iterable[Finding], figures: list[Figure], shots: pd.DataFrame) -> list[dict]:
@@ -67,7 +43,7 @@ def attach(findings: Iterable[Finding], figures: list[Figure], shots: pd.DataFra
     axes_of = shots.set_index("shot_id")[[*AXES, *ACROSS_COLUMNS]]
     rows = []
     for finding in findings:
-        touched = [f for f in figures if finding.touches(f, axes_of)]
+        touched = [f for f in figures if touches(finding, f, axes_of)]
         if not touched and (finding.columns is not None or finding.across is not None):
             continue
         for figure in touched:
@@ -87,10 +63,6 @@ def compared_across(figures: list[Figure], shots: pd.DataFrame, axis: str) -> fr
     return frozenset(found)
 
 
-def ids(rows: pd.DataFrame) -> frozenset[str]:
-    return frozenset(rows["shot_id"])
-
-
 def whole_cells(shots: pd.DataFrame, affected: pd.Series) -> frozenset[str]:
     """Every shot of each cell that holds an affected shot (a predicate over cells)."""
     found: set[str] = set()
@@ -98,20 +70,3 @@ def whole_cells(shots: pd.DataFrame, affected: pd.Series) -> frozenset[str]:
         if affected.loc[rows.index].any():
             found.update(rows["shot_id"])
     return frozenset(found)
-
-
-@cache
-def columns_from(*sources: str) -> frozenset[str]:
-    """Shot columns whose values come from these sources (x-source in shots.schema.yaml)."""
-    properties = record_schema("shots")["properties"]
-    return frozenset(n for n, p in properties.items() if p.get("x-source") in sources)
-
-
-def flag(values: pd.Series) -> pd.Series:
-    """Rows whose boolean column is exactly true (missing is not)."""
-    return values.map(lambda v: v is not None and not pd.isna(v) and bool(v)).astype(bool)
-
-
-def flag_false(values: pd.Series) -> pd.Series:
-    """Rows whose boolean column is exactly false (missing is not)."""
-    return values.map(lambda v: v is not None and not pd.isna(v) and not bool(v)).astype(bool)

@@ -5,11 +5,12 @@ import pandas as pd
 
 from whichshot.engine.base import NOT_KNOWN_CACHE
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding, compared_across, ids, whole_cells
+from whichshot.figures.caveats.finding import compared_across, whole_cells
 from whichshot.figures.cells import series_of
 from whichshot.figures.constants import BUSY_CORES, busy_threshold_cores
 from whichshot.figures.outlier_figures import outlier_rows
 from whichshot.figures.statistic import longest_run, ok_rows
+from whichshot.shots.caveat import Finding, ids
 
 
 def single_machine(catalog: Catalog) -> Finding | None:

@@ -2,10 +2,10 @@
 stream 1's (whichshot.measure.protocol), the stream_* and aggregate_* columns every stream's."""
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding, columns_from, ids
 from whichshot.figures.statistic import ok_rows
 from whichshot.measure.records import SERVER_COUNTER_COLUMNS, STREAM_COLUMNS, empty_result_fields
 from whichshot.shots.axes import ONE_STREAM
+from whichshot.shots.caveat import Finding, columns_from, ids
 
 # The timings and counts of one request (client and engine): with N streams, stream 1's. The
 # server's counter deltas are process-wide over the shot, so every stream's.

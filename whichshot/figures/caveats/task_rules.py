@@ -4,10 +4,11 @@ speed-up that comes from the model repeating itself rather than from copying its
 import pandas as pd
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding, flag_false, whole_cells
+from whichshot.figures.caveats.finding import whole_cells
 from whichshot.figures.cells import shots_in
 from whichshot.figures.constants import SELF_REPETITION_DOMINANT
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
+from whichshot.shots.caveat import Finding, flag_false
 
 TASK_NOT_DONE = "task_not_done"
 

@@ -4,7 +4,7 @@ counter, energy of shots too short for the counter, energy per token that fails 
 rule, clocks that dropped with thermals normal, and warm speeds the clock does not explain."""
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding, columns_from, flag_false, ids, whole_cells
+from whichshot.figures.caveats.finding import whole_cells
 from whichshot.figures.cells import ENGINE_MODEL, group_cells
 from whichshot.figures.clock_figures import (
     BEST_CLOCK_METRIC,
@@ -21,7 +21,8 @@ from whichshot.figures.constants import (
 )
 from whichshot.figures.energy_figures import ENERGY_PHASE, UNSTABLE, energy_verdict
 from whichshot.figures.statistic import ok_rows
-from whichshot.measure.aggregate import VERSION_1_GPU
+from whichshot.shots.caveat import Finding, columns_from, flag_false, ids
+from whichshot.shots.upgrade import VERSION_1_GPU
 from whichshot.telemetry.gpus import SEEN_ON_SAMPLED
 
 TELEMETRY = columns_from("telemetry")

@@ -2,10 +2,10 @@
 context or because a mode has no value for them."""
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.caveats.finding import Finding, ids
 from whichshot.figures.cells import group_cells, shots_in
 from whichshot.figures.trace_figures import MIX_AXES, MIX_METRICS
 from whichshot.shots.axes import TRACE_WORKLOAD
+from whichshot.shots.caveat import Finding, ids
 
 TRACE_REQUESTS_SKIPPED = "trace_requests_skipped"
 

@@ -3,22 +3,23 @@ checks (needle, edit, recall, code) and its task gate."""
 
 from typing import Any
 
-from whichshot.engine.base import ShotOutcome
-from whichshot.measure import quality as q
-from whichshot.measure.task_gates import gate_fields
+from whichshot.shots import quality as q
+from whichshot.shots.task_gates import gate_fields
 
 COPY_SPAN_TOKENS = 8  # k: an output token counts as copied when it lies in a >= k-token span of the prompt
 
 
-def quality_fields(outcome: ShotOutcome, prompt_ids: list[int], prompt: dict[str, Any]) -> dict[str, Any]:
-    """What can be checked about this output without another shot (lossless needs the no-draft one)."""
-    ids = outcome.output_token_ids
+def quality_fields(
+    ids: list[int], text: str | None, prompt_ids: list[int], prompt: dict[str, Any]
+) -> dict[str, Any]:
+    """What can be checked about an output (its token ids and text) without another shot (lossless
+    needs the no-draft one)."""
     fields: dict[str, Any] = {
         "copy_fraction": q.copy_fraction(ids, prompt_ids, COPY_SPAN_TOKENS),
         "copy_span_tokens": COPY_SPAN_TOKENS,
         **repetition_fields(ids),
         "prompt_self_repetition": prompt.get("self_repetition"),
-        **check_fields(outcome.output_text or "", prompt.get("checks", {})),
+        **check_fields(text or "", prompt.get("checks", {})),
     }
     return {**fields, **gate_fields(prompt.get("workload"), fields)}
 

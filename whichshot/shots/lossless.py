@@ -3,8 +3,8 @@
 import math
 from typing import Any
 
-from whichshot.measure.quality import first_divergence
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.quality import first_divergence
 
 _AXES_BUT_MODE = tuple(axis for axis in AXES if axis != "spec_mode")
 
