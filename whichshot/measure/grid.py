@@ -14,7 +14,9 @@ from whichshot.prepare.traces import load_traces
 from whichshot.prepare.workload_prompts import workload_keys
 from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
 from whichshot.shots.axes import (
+    AXES,
     AXIS,
+    AXIS_TABLE,
     BASE_WORKLOAD,
     DEFAULT_PREFILL_CHUNK,
     DEFAULT_WARMUP,
@@ -96,10 +98,14 @@ def job_id(job: Job, with_repeat: bool = True) -> str:
     parts.append(job.order if grid else job.spec_mode)
     # engine_warmup is the one axis whose cell-id part has no prefix and is never left out.
     parts.append("" if job.engine_warmup == DEFAULT_WARMUP else f"warmup-{job.engine_warmup}")
-    if grid:
-        parts += [_part("prefill_chunk_tokens", job), _part("parallel_streams", job)]
-    parts += [_part("node_requested", job), f"rep{job.repeat}" if with_repeat else ""]
+    parts += [_part(axis, job) for axis in _LATER_AXES]  # at their defaults in workloads and traces
+    parts.append(f"rep{job.repeat}" if with_repeat else "")
     return ".".join(part for part in parts if part)
+
+
+# The axes added after the warm-up, in the table's order (a new one joins the ids by itself): each
+# named by its prefix, left out at its default.
+_LATER_AXES = [axis.name for axis in AXIS_TABLE[AXES.index("engine_warmup") + 1 :] if axis.prefix]
 
 
 def _part(axis: str, job: Job) -> str:
