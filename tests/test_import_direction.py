@@ -64,7 +64,6 @@ ALLOWED_UP = {  # (file, module it imports) pointing up the stages
     ("whichshot/measure/estimate.py", "whichshot.config"),
     ("whichshot/measure/protocol.py", "whichshot.entry"),
     ("whichshot/claims/load.py", "whichshot.report.tables"),
-    ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
     ("whichshot/config.py", "whichshot.claims.grid"),
@@ -77,7 +76,6 @@ ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
     ("whichshot/measure/grid.py", "whichshot.prepare.workload_prompts"),
     ("whichshot/measure/grid.py", "whichshot.prepare.workloads"),
     ("whichshot/measure/grid.py", "whichshot.prepare.traces"),
-    ("whichshot/claims/run.py", "whichshot.report.claims"),
 }
 ALLOWED_FILE_CYCLES: set[frozenset[str]] = set()
 
