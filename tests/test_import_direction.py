@@ -63,7 +63,6 @@ ALLOWED_UP = {  # (file, module it imports) pointing up the stages
     ("whichshot/prepare/workload_prompts.py", "whichshot.measure.quality_fields"),
     ("whichshot/measure/estimate.py", "whichshot.config"),
     ("whichshot/measure/protocol.py", "whichshot.entry"),
-    ("whichshot/claims/load.py", "whichshot.report.tables"),
 }
 ALLOWED_IN_FUNCTION = {  # (file, module it imports inside a function)
     ("whichshot/config.py", "whichshot.claims.grid"),

@@ -9,6 +9,17 @@ import pandas as pd
 
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
+from whichshot.figures.metrics import (
+    CHECKS,
+    DETAIL_COLUMNS,
+    HEADLINE_COLUMNS,
+    LOAD_COLUMNS,
+    PER_SIDE,
+    SPEEDUP_MODEL_COLUMNS,
+    TRACE_MIX_COLUMNS,
+    TRACE_REQUEST_COLUMNS,
+    WORKLOAD_COLUMNS,
+)
 from whichshot.measure.aggregate import upgrade_shots
 from whichshot.report.answer import answer_block
 from whichshot.report.claims import counts_line, source_titles, split_claims
@@ -19,20 +30,7 @@ from whichshot.report.format import (
 )
 from whichshot.report.plots import Plot, draw_plots
 from whichshot.report.summary import render_summary, run_wide
-from whichshot.report.tables import (
-    CHECKS,
-    DETAIL_COLUMNS,
-    HEADLINE_COLUMNS,
-    LOAD_COLUMNS,
-    PER_SIDE,
-    SPEEDUP_MODEL_COLUMNS,
-    TRACE_MIX_COLUMNS,
-    TRACE_REQUEST_COLUMNS,
-    WORKLOAD_COLUMNS,
-    build_tables,
-    check_summary,
-    energy_verdict,
-)
+from whichshot.report.tables import build_tables, check_summary, energy_verdict
 from whichshot.report.templating import ENV
 
 SAMPLE_CHARS = 400
