@@ -10,6 +10,7 @@ import pandas as pd
 from whichshot.claims.check import check_claims
 from whichshot.claims.load import load_claims
 from whichshot.errors import WhichshotError
+from whichshot.figures.table import read_figures
 from whichshot.tables import record_schema, write_table
 
 
@@ -41,7 +42,7 @@ def verdicts(
     claim_files: list[Path], figures_path: Path, shots_path: Path, probe_paths: list[Path]
 ) -> list[dict[str, Any]]:
     claims = [claim for path in claim_files for claim in load_claims(Path(path))]
-    figures = pd.read_parquet(figures_path)
+    figures = read_figures(figures_path)
     shots = pd.read_parquet(shots_path, columns=["cpu_model"])
     return check_claims(claims, figures, hardware_names(shots, probe_paths))
 

@@ -7,7 +7,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, series_of
-from whichshot.figures.statistic import Selection, ShotIndexRule, longest_run
+from whichshot.figures.statistic import ANY_STATUS, Selection, ShotIndexRule, longest_run
 from whichshot.measure.grid import BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 from whichshot.shots.axes import ONE_STREAM
 
@@ -105,7 +105,7 @@ def _shots_ok(cell: Cell, rows: pd.DataFrame) -> figure.Figure:
     """How many of the cell's shots (or the run's, for cell {}) are ok; it cites every one of them."""
     where = f"{cell['protocol']}: every shot of the cell" if cell else "every shot of the run"
     statuses = "ok, failed or skipped" if (rows["status"] == "skipped").any() else "ok or failed"
-    selection = Selection(rows, rows, f"{where}, {statuses}", "")
+    selection = Selection(rows, rows, f"{where}, {statuses}", "", ANY_STATUS)
     failed = rows[rows["status"] != "ok"]
     note = "; ".join(f"{r['shot_id']}: {r['error']}" for r in failed.head(5).to_dict("records"))
     return figure.from_shots(
