@@ -12,7 +12,14 @@ from tests.shot_tables import cell, series, table
 from whichshot.figures.aggregations import recompute
 from whichshot.figures.cells import cell_id
 from whichshot.figures.constants import ENERGY_CLOCK_SPREAD, MIN_ENERGY_COUNTER_UPDATES
-from whichshot.figures.energy_figures import ENERGY_PHASE, NOT_MEASURED, STABLE, UNSTABLE, energy_verdict
+from whichshot.figures.energy_figures import (
+    BACK_TO_BACK,
+    ENERGY_PHASE,
+    NOT_MEASURED,
+    STABLE,
+    UNSTABLE,
+    energy_verdict,
+)
 from whichshot.figures.table import compute_figures, write_figure_tables
 from whichshot.measure.series import RecorderTelemetry
 from whichshot.report.summary import render_summary
@@ -198,7 +205,7 @@ def test_short_shots_in_a_back_to_back_series_are_summed_over_the_series_and_sti
     figure = energy_figure("synthetic_8b", BIG_PREFILL.format(rest=0), OUTPUT.metric)
     # each 0.38 s decode holds about one counter update: the series gives shots 2-6, not the rule's 3-6
     assert figure.which_shot.startswith("warm: from a back-to-back series of 5 shots")
-    assert figure.shot_indices == "2-6"
+    assert figure.shot_indices == "2-6" and figure.selected_by == BACK_TO_BACK
     rows = cited(shots, figure)
     assert (rows[OUTPUT.updates] < MIN_ENERGY_COUNTER_UPDATES).all()
     verdict = energy_verdict(rows, OUTPUT)
@@ -216,6 +223,7 @@ def test_short_shots_in_a_back_to_back_series_are_summed_over_the_series_and_sti
 def test_a_rested_series_is_not_back_to_back_and_keeps_the_warm_rule():
     figure = energy_figure("synthetic_8b", BIG_PREFILL.format(rest=3), OUTPUT.metric)
     assert "back-to-back" not in figure.which_shot and figure.shot_indices == "3-6"
+    assert figure.selected_by == "warm"
     verdict = energy_verdict(cited(shots_of("synthetic_8b"), figure), OUTPUT)
     # after a 3 s rest NVML's trailing power average lags the counter in every shot
     assert verdict.state == UNSTABLE

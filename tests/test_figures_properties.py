@@ -1,7 +1,7 @@
 """Property tests over generated shot tables (failed shots, engine deaths and resumes, one-shot
 series, missing telemetry and host load, other output lengths, two engines, drafting): every figure's
-value is recomputed from exactly what it cites, its kind follows the one rule, and every caveat
-reaches exactly the figures that cite its shots within its scope."""
+value is recomputed from exactly what it cites, its kind follows the one rule, it names the rule that
+selected its shots, and every caveat reaches exactly the figures that cite its shots within its scope."""
 
 import math
 import pickle
@@ -13,7 +13,19 @@ from hypothesis import strategies as st
 
 from tests.shot_tables import cell, series, table
 from whichshot.figures.aggregations import AGGREGATIONS, recompute
+from whichshot.figures.energy_figures import BACK_TO_BACK
+from whichshot.figures.figure import SOURCE
 from whichshot.figures.provenance import KINDS, column_kinds
+from whichshot.figures.statistic import (
+    ANY_STATUS,
+    JOIN,
+    LESS_BUSY,
+    ColdRule,
+    EveryShotRule,
+    ShotIndexRule,
+    WarmRule,
+    joined,
+)
 from whichshot.figures.table import compute_figures
 
 ENGINES = ("llama", "hf")
@@ -193,6 +205,26 @@ def test_every_kind_follows_the_one_provenance_rule(shots):
         else:
             expected = "derived"
         assert f.kind == expected, (f.figure_id, f.kind, expected)
+
+
+PROTOCOL_RULES = (ColdRule().name, WarmRule().name)
+SELECTED_BY = {*PROTOCOL_RULES, ShotIndexRule(1).name, EveryShotRule().name, ANY_STATUS, BACK_TO_BACK,
+               *(f"{rule} {LESS_BUSY}" for rule in PROTOCOL_RULES)}  # fmt: skip
+
+
+@PROPERTIES
+@SHARED_SEED
+@given(shot_tables())
+def test_every_figure_names_the_rule_that_selected_its_shots(shots):
+    figures, _caveats = figures_of(shots)
+    by_id = {f.figure_id: f for f in figures}
+    for f in figures:
+        if f.columns:  # computed from shots: its selection's rule(s)
+            assert f.selected_by and set(f.selected_by.split(JOIN)) <= SELECTED_BY, f.figure_id
+        elif f.input_figure_ids:  # arithmetic on figures: their rules, joined
+            assert f.selected_by == joined(by_id[i].selected_by for i in f.input_figure_ids), f.figure_id
+        else:  # another tool's number or a constant
+            assert f.selected_by == SOURCE and not f.shot_ids, f.figure_id
 
 
 @PROPERTIES

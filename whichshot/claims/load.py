@@ -9,7 +9,7 @@ import jsonschema
 import yaml
 
 from whichshot.errors import WhichshotError
-from whichshot.report.tables import named_metrics
+from whichshot.figures.metrics import named_metrics
 from whichshot.tables import record_schema
 
 DEFAULT_TOLERANCE = 0.05

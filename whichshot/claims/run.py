@@ -1,5 +1,5 @@
-"""The check_claims step: claims files + a run's figures -> results/claims.parquet (and, against an
-existing run, its own small Markdown and HTML report)."""
+"""The check_claims step: claims files + a run's figures -> results/claims.parquet (against an existing run,
+report.claims.check_existing_run adds its own small Markdown and HTML report)."""
 
 import json
 from pathlib import Path
@@ -10,6 +10,7 @@ import pandas as pd
 from whichshot.claims.check import check_claims
 from whichshot.claims.load import load_claims
 from whichshot.errors import WhichshotError
+from whichshot.figures.table import read_figures
 from whichshot.tables import record_schema, write_table
 
 
@@ -41,26 +42,10 @@ def verdicts(
     claim_files: list[Path], figures_path: Path, shots_path: Path, probe_paths: list[Path]
 ) -> list[dict[str, Any]]:
     claims = [claim for path in claim_files for claim in load_claims(Path(path))]
-    figures = pd.read_parquet(figures_path)
+    figures = read_figures(figures_path)
     shots = pd.read_parquet(shots_path, columns=["cpu_model"])
     return check_claims(claims, figures, hardware_names(shots, probe_paths))
 
 
 def write_verdicts(rows: list[dict[str, Any]], out: Path) -> None:
     write_table(rows, record_schema("claim_verdicts"), out)
-
-
-def check_existing_run(claim_files: list[str], run: str | None, outputs: dict[str, Path]) -> None:
-    """Verdicts against a run already on disk, with their own Markdown and HTML report."""
-    from whichshot.report.claims import claims_html, claims_markdown
-
-    if not run:
-        raise WhichshotError("claims_check needs the run to check: --config claims_against=PATH")
-    if not claim_files:
-        raise WhichshotError("claims_check needs claims files: --config 'claims=[claims/seed-000.yaml]'")
-    tables = run_tables(Path(run).expanduser())
-    rows = verdicts([Path(p) for p in claim_files], tables["figures"], tables["shots"], tables["hardware"])
-    write_verdicts(rows, outputs["table"])
-    title = f"Claims checked against {run}"
-    outputs["markdown"].write_text(claims_markdown(rows, title), encoding="utf-8")
-    outputs["html"].write_text(claims_html(rows, title), encoding="utf-8")

@@ -16,7 +16,7 @@ from whichshot.figures.caveats.run_rules import busy_shot_ids
 from whichshot.figures.cell_figures import AGGREGATION, FORMULA
 from whichshot.figures.cells import Cell, cell_id, cold_sibling, group_cells
 from whichshot.figures.noise import METHOD, verdict_words
-from whichshot.figures.statistic import Selection
+from whichshot.figures.statistic import LESS_BUSY, Selection, joined
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
@@ -98,7 +98,7 @@ def _without(selection: Selection, busy: frozenset[str]) -> Selection | None:
         return None
     label = f"{selection.label}, less {int(is_busy.sum())} host-busy shot(s)"
     return Selection(selection.rows[~is_busy], selection.examined, label, selection.shot_indices,
-                     selection.problems)  # fmt: skip
+                     f"{selection.selected_by} {LESS_BUSY}", selection.problems)  # fmt: skip
 
 
 def _quiet_speed(side: Side) -> figure.Figure:
@@ -268,6 +268,7 @@ def _interval(
         pd.concat([side.examined, reference.examined]),
         f"{side.label} against {reference.label}",
         f"{side.shot_indices} against {reference.shot_indices}",
+        joined([side.selected_by, reference.selected_by]),
     )
     side_value, reference_value = sides[0][side_axis], sides[1][side_axis]
     parameters = {

@@ -7,7 +7,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, series_of
-from whichshot.figures.statistic import Selection, ShotIndexRule, longest_run
+from whichshot.figures.statistic import ANY_STATUS, Selection, ShotIndexRule, longest_run
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT, ONE_STREAM, TRACE_WORKLOAD
 
 # Columns summarised per cell wherever the run measured them (any shot of the engine has a value).
@@ -104,7 +104,7 @@ def _shots_ok(cell: Cell, rows: pd.DataFrame) -> figure.Figure:
     """How many of the cell's shots (or the run's, for cell {}) are ok; it cites every one of them."""
     where = f"{cell['protocol']}: every shot of the cell" if cell else "every shot of the run"
     statuses = "ok, failed or skipped" if (rows["status"] == "skipped").any() else "ok or failed"
-    selection = Selection(rows, rows, f"{where}, {statuses}", "")
+    selection = Selection(rows, rows, f"{where}, {statuses}", "", ANY_STATUS)
     failed = rows[rows["status"] != "ok"]
     note = "; ".join(f"{r['shot_id']}: {r['error']}" for r in failed.head(5).to_dict("records"))
     return figure.from_shots(

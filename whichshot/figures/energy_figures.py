@@ -51,6 +51,8 @@ ENERGY_PHASES = (
 )  # fmt: skip
 ENERGY_PHASE = {phase.metric: phase for phase in ENERGY_PHASES}
 STABLE, UNSTABLE, NOT_MEASURED = "stable", "unstable", "not measured"
+# The selected_by of a warm series taken whole where its shots are each too short (_back_to_back).
+BACK_TO_BACK = "back-to-back series"
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,9 @@ def _energy(catalog: Catalog, cell: Cell, rows: pd.DataFrame, phase: EnergyPhase
         selection = _back_to_back(rows, phase, selection)
     verdict = energy_verdict(selection.rows, phase)
     if verdict.state == NOT_MEASURED:
-        selection = Selection(rows.iloc[0:0], rows, selection.label, "", selection.problems)
+        selection = Selection(
+            rows.iloc[0:0], rows, selection.label, "", selection.selected_by, selection.problems
+        )
     return figure.from_shots(
         phase.metric,
         cell,
@@ -179,4 +183,4 @@ def _back_to_back(rows: pd.DataFrame, phase: EnergyPhase, selection: Selection) 
         f"warm: from a back-to-back series of {len(whole)} shots ({'; '.join(words)} of one process each, "
         f"0 s rest, {len(runs)} series)"
     )
-    return Selection(whole, rows, label, index_ranges(whole["shot_index"]), selection.problems)
+    return Selection(whole, rows, label, index_ranges(whole["shot_index"]), BACK_TO_BACK, selection.problems)

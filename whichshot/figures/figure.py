@@ -12,7 +12,7 @@ from typing import Any
 from whichshot.figures.aggregations import compute
 from whichshot.figures.cells import Cell, cell_id
 from whichshot.figures.provenance import kind_of
-from whichshot.figures.statistic import Selection
+from whichshot.figures.statistic import Selection, joined
 from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
@@ -25,6 +25,7 @@ _TIMED_BY = {
     "output": "checks on the output",
     "prompt": "checks on the prompt",
 }
+SOURCE = "source"  # the selected_by of a figure that cites no shots: another tool's number, a constant
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Figure:
     shot_index: int | None  # set for a point of a by-shot-index curve
     shot_indices: str
     which_shot: str
+    selected_by: str  # the rule that picked its shots (statistic.Selection), its inputs' joined, or SOURCE
     formula: str
     computed_by: str  # module.function that built the figure: the one hop from a number to its code
     timed_by: str
@@ -100,6 +102,7 @@ def from_shots(
         shot_index=shot_index,
         shot_indices=selection.shot_indices if value is not None else "",
         which_shot=f"{selection.label}; timed by {timed_by(columns)}",
+        selected_by=selection.selected_by,
         formula=formula,
         computed_by=_qualified(computed_by),
         timed_by=timed_by(columns),
@@ -144,6 +147,7 @@ def from_figures(
         shot_index=subject.shot_index,
         shot_indices=subject.shot_indices,
         which_shot=" against ".join(labels),
+        selected_by=joined(f.selected_by for f in inputs),
         formula=formula,
         computed_by=_qualified(computed_by),
         timed_by=" and ".join(dict.fromkeys(f.timed_by for f in inputs)),
@@ -200,6 +204,7 @@ def from_source(
         shot_index=None,
         shot_indices="",
         which_shot=which_shot,
+        selected_by=SOURCE,
         formula=formula,
         computed_by=_qualified(computed_by),
         timed_by=timed_by,

@@ -10,6 +10,7 @@ is computed from and the shots it cites.
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -21,6 +22,11 @@ ROBUST_Z_THRESHOLD = 3.5
 MIN_VALUES_FOR_OUTLIERS = 5
 _MAD_TO_SIGMA = 0.6745
 EVERY_SHOT = "every ok shot, cold and warm"  # how EveryShotRule's label begins
+# The selected_by of hand-made selections (a rule's is its name): every shot of any status (a count of
+# ok shots), and a rule's shots less the host-busy ones ("warm less host-busy").
+ANY_STATUS = "every shot, ok or not"
+LESS_BUSY = "less host-busy"
+JOIN = " and "  # between the rules of a figure built on others (no rule's name holds it)
 COLD_SHOT_INDEX = 1  # a process's first request: the cold shot, never a warm one
 
 
@@ -32,6 +38,7 @@ class Selection:
     examined: pd.DataFrame  # the cell's shots the rule looked at (every status)
     label: str  # which shot, in words: the protocol, the shot indices used, the series
     shot_indices: str  # e.g. "3-6" or "1 (of each fresh process)"
+    selected_by: str  # the rule that picked the shots, by name: "cold", "warm", "shot index", ...
     problems: tuple[str, ...] = field(default_factory=tuple)  # series the rule could not use, and why
 
 
@@ -51,7 +58,7 @@ class ColdRule:
         firsts = ok_rows(cell, column)
         firsts = firsts[firsts["shot_index"] == COLD_SHOT_INDEX]
         label = f"cold: shot 1 of {_count(len(firsts), 'fresh process', 'fresh processes')}"
-        return Selection(firsts, cell, label, "1 (of each fresh process)")
+        return Selection(firsts, cell, label, "1 (of each fresh process)", self.name)
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,8 @@ class WarmRule:
             used.append(kept)
             described.append(f"shots {index_ranges(kept['shot_index'])} of {len(run)}")
         rows = pd.concat(used) if used else cell.iloc[0:0]
-        return Selection(rows, cell, self._label(described, cold_left_out), _indices(rows), tuple(problems))
+        label = self._label(described, cold_left_out)
+        return Selection(rows, cell, label, _indices(rows), self.name, tuple(problems))
 
     def _label(self, described: list[str], cold_left_out: bool) -> str:
         if not described:
@@ -120,7 +128,7 @@ class ShotIndexRule:
             f"{cell['protocol'].iloc[0]}: shot {self.shot_index} of one process (consecutive ok "
             f"shots), {_count(len(rows), 'series', 'series')}"
         )
-        return Selection(rows, cell, label, str(self.shot_index))
+        return Selection(rows, cell, label, str(self.shot_index), self.name)
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ class EveryShotRule:
     def select(self, cell: pd.DataFrame, column: str | None) -> Selection:
         rows = ok_rows(cell, column)
         label = f"{EVERY_SHOT} ({_count(len(rows), 'shot', 'shots')})"
-        return Selection(rows, cell, label, index_ranges(rows["shot_index"]) if len(rows) else "")
+        return Selection(rows, cell, label, index_ranges(rows["shot_index"]) if len(rows) else "", self.name)
 
 
 Rule = ColdRule | WarmRule | ShotIndexRule | EveryShotRule
@@ -141,6 +149,12 @@ Rule = ColdRule | WarmRule | ShotIndexRule | EveryShotRule
 def protocol_rule(protocol: str, warm_fraction: float) -> ColdRule | WarmRule:
     """The rule a cell of this protocol is summarised by."""
     return ColdRule() if protocol == "cold" else WarmRule(warm_fraction)
+
+
+def joined(selected_by: Iterable[str]) -> str:
+    """The selected_by of a figure built on others: each rule of theirs once, in order ("warm and cold",
+    not "warm and cold and warm" for warm against a cold-and-warm ratio)."""
+    return JOIN.join(dict.fromkeys(rule for each in selected_by for rule in each.split(JOIN)))
 
 
 def longest_run(series: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from whichshot.figures.answer_figures import answer_figures
 from whichshot.figures.catalog import Catalog
@@ -81,6 +82,24 @@ def figure_table_schema() -> dict[str, Any]:
         kinds = kind if isinstance(kind, list) else [kind]
         schema["properties"][axis] = {"type": [*kinds, "null"] if "null" not in kinds else kinds}
     return schema
+
+
+def read_figures(path: Path) -> pd.DataFrame:
+    """A figures.parquet of any schema version (its Parquet metadata says which) with this version's
+    columns (see upgrade_figures)."""
+    metadata = pq.read_schema(path).metadata or {}
+    return upgrade_figures(pd.read_parquet(path), int(metadata.get(b"schema_version", 1)))
+
+
+VERSION_1_SELECTED_BY = "not recorded (figures of schema version 1)"
+
+
+def upgrade_figures(figures: pd.DataFrame, version: int) -> pd.DataFrame:
+    """A figures table of an older version with the current columns: version 1 did not record the
+    rule that picked each figure's shots (selected_by)."""
+    if version < 2:
+        figures = figures.assign(selected_by=VERSION_1_SELECTED_BY)
+    return figures
 
 
 def write_figure_tables(

@@ -12,7 +12,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, cell_of, group_cells
-from whichshot.figures.statistic import Selection
+from whichshot.figures.statistic import ANY_STATUS, Selection
 from whichshot.shots.axes import AXES, NO_DRAFT, TRACE_WORKLOAD
 
 # A mix groups the requests of one trace on one engine, model and protocol (every other axis kept).
@@ -134,7 +134,7 @@ def _request_counts(mix: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
     """How many of the trace's requests ran and how many were skipped (prompt + output over the
     context); both cite every shot of the trace on this engine, model and protocol."""
     selection = Selection(
-        rows, rows, f"{mix['protocol']}: every shot of the trace, ok, failed or skipped", ""
+        rows, rows, f"{mix['protocol']}: every shot of the trace, ok, failed or skipped", "", ANY_STATUS
     )
     cell = _mix_cell(mix, ALL_TEXT, None)
     return [

@@ -1,9 +1,13 @@
-"""The claims' verdicts as a report section (HTML and Markdown), from results/claims.parquet rows."""
+"""The claims' verdicts as a report section (HTML and Markdown), from results/claims.parquet rows, and
+as their own small report when checked against an existing run."""
 
 import json
+from pathlib import Path
 from typing import Any
 
 from whichshot.claims.load import UNITS
+from whichshot.claims.run import run_tables, verdicts, write_verdicts
+from whichshot.errors import WhichshotError
 from whichshot.report.format import md
 from whichshot.report.templating import ENV
 
@@ -130,3 +134,17 @@ def claims_html(rows: list[dict[str, Any]], title: str) -> str:
     return ENV.get_template("claims_page.html.j2").render(
         title=title, checked=checked, rest=rest, counts=counts_line(rows), sources=source_titles(rows)
     )
+
+
+def check_existing_run(claim_files: list[str], run: str | None, outputs: dict[str, Path]) -> None:
+    """Verdicts against a run already on disk, with their own Markdown and HTML report."""
+    if not run:
+        raise WhichshotError("claims_check needs the run to check: --config claims_against=PATH")
+    if not claim_files:
+        raise WhichshotError("claims_check needs claims files: --config 'claims=[claims/seed-000.yaml]'")
+    tables = run_tables(Path(run).expanduser())
+    rows = verdicts([Path(p) for p in claim_files], tables["figures"], tables["shots"], tables["hardware"])
+    write_verdicts(rows, outputs["table"])
+    title = f"Claims checked against {run}"
+    outputs["markdown"].write_text(claims_markdown(rows, title), encoding="utf-8")
+    outputs["html"].write_text(claims_html(rows, title), encoding="utf-8")

@@ -23,6 +23,7 @@ import pandas as pd
 
 from whichshot.figures.caveats.run_rules import busy_limits
 from whichshot.figures.cells import cell_id, cell_of
+from whichshot.figures.table import read_figures
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
 from whichshot.shots.upgrade import read_shots
@@ -93,7 +94,7 @@ class Factor:
 def load_run(path: Path) -> Run:
     """A results dir or a committed reference dir holding figures.parquet and shots.parquet."""
     path = Path(path)
-    return Run(str(path), pd.read_parquet(path / "figures.parquet"), read_shots(path / "shots.parquet"))
+    return Run(str(path), read_figures(path / "figures.parquet"), read_shots(path / "shots.parquet"))
 
 
 def compare_runs(a: Run, b: Run) -> pd.DataFrame:

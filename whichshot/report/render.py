@@ -9,16 +9,7 @@ import pandas as pd
 
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.report.answer import answer_block
-from whichshot.report.claims import counts_line, source_titles, split_claims
-from whichshot.report.compare import ATTRIBUTION, NO_COMMON_CELL, Run, compare_runs, load_run, table_cells
-from whichshot.report.format import (
-    KIND_LETTERS,
-    KIND_WORDS,
-)
-from whichshot.report.plots import Plot, draw_plots
-from whichshot.report.summary import render_summary, run_wide
-from whichshot.report.tables import (
+from whichshot.figures.metrics import (
     CHECKS,
     DETAIL_COLUMNS,
     HEADLINE_COLUMNS,
@@ -28,10 +19,17 @@ from whichshot.report.tables import (
     TRACE_MIX_COLUMNS,
     TRACE_REQUEST_COLUMNS,
     WORKLOAD_COLUMNS,
-    build_tables,
-    check_summary,
-    energy_verdict,
 )
+from whichshot.report.answer import answer_block
+from whichshot.report.claims import counts_line, source_titles, split_claims
+from whichshot.report.compare import ATTRIBUTION, NO_COMMON_CELL, Run, compare_runs, load_run, table_cells
+from whichshot.report.format import (
+    KIND_LETTERS,
+    KIND_WORDS,
+)
+from whichshot.report.plots import Plot, draw_plots
+from whichshot.report.summary import render_summary, run_wide
+from whichshot.report.tables import build_tables, check_summary, energy_verdict
 from whichshot.report.templating import ENV
 from whichshot.shots.upgrade import upgrade_shots
 

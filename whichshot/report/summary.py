@@ -9,23 +9,19 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.report.answer import answer_block, answer_markdown
-from whichshot.report.claims import claims_markdown
-from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, md
-from whichshot.report.tables import (
+from whichshot.figures.metrics import (
     CHECKS,
     HEADLINE_COLUMNS,
     LOAD_COLUMNS,
     PER_SIDE,
-    SPEEDUP,
     SPEEDUP_MODEL_COLUMNS,
     TRACE_MIX_COLUMNS,
     WORKLOAD_COLUMNS,
-    SideTable,
-    build_tables,
-    check_summary,
-    energy_verdict,
 )
+from whichshot.report.answer import answer_block, answer_markdown
+from whichshot.report.claims import claims_markdown
+from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, md
+from whichshot.report.tables import SPEEDUP, SideTable, build_tables, check_summary, energy_verdict
 
 
 def _cell(figure: dict[str, Any] | None, numbers: dict[str, int], missing: str = "not measured") -> str:

@@ -11,202 +11,35 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures import cell_figures
-from whichshot.figures.answer_figures import ANSWER_METRICS
 from whichshot.figures.caveats.gates import gate_label, gate_words, gated_out
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import clean
-from whichshot.figures.constants import CONSTANTS
-from whichshot.figures.engine_figures import ENGINES
-from whichshot.figures.node_figures import NODES
-from whichshot.figures.noise import METHOD as NOISE_METHOD
-from whichshot.figures.side_figures import SAME_OUTPUT, Side
-from whichshot.figures.speedup_model_figures import (
-    PREDICTED_SPEEDUP,
-    PREDICTION_RESIDUAL,
-    QUIET_PREDICTION_RESIDUAL,
-    VERIFY_COST,
+from whichshot.figures.metrics import (
+    CHECKS,
+    DETAIL_COLUMNS,
+    HEADLINE_COLUMNS,
+    LOAD_COLUMNS,
+    PER_SIDE,
+    SECTIONS,
+    SERIES_METRICS,
+    SIDES,
+    SPEEDUP_MODEL_COLUMNS,
+    TRACE_MIX_COLUMNS,
+    TRACE_REQUEST_COLUMNS,
+    WORKLOAD_COLUMNS,
+    places,
+    vs_reference,
 )
-from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES, SPEEDUP_METRIC
+from whichshot.figures.side_figures import Side
+from whichshot.figures.speedup_model_figures import PREDICTED_SPEEDUP
+from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
-# (metric, column header, unit shown in the header)
-HEADLINE_COLUMNS = (
-    ("ttft_s", "TTFT", "s"),
-    ("prefill_tok_s", "prefill", "tok/s"),
-    ("decode_tok_s", "decode", "tok/s"),
-    ("engine_prefill_tok_s", "prefill (engine)", "tok/s"),
-    ("engine_decode_tok_s", "decode (engine)", "tok/s"),
-    ("energy_j_per_output_token", "J/output token", "J/token, counter"),
-    ("energy_j_per_prefill_token", "J/prefill token", "J/token, counter"),
-    ("shots_ok", "ok", "shots"),
-)
-WORKLOAD_COLUMNS = (
-    ("decode_tok_s", "decode", "tok/s"),
-    ("speedup_vs_none", "speed-up over none", "×"),
-    ("acceptance_rate", "acceptance", "%"),
-    ("engine_draft_mean_len", "mean len", "tokens/step"),
-    ("copy_fraction", "copy from input", "%"),
-    ("self_repetition", "self-repetition", "%"),
-    ("prompt_self_repetition", "input repeats itself", "%"),
-    ("lossless_share", "lossless vs none", "shots"),
-)
-# A trace: the whole mix per mode (and per text kind), then each request.
-TRACE_MIX_COLUMNS = (
-    ("mix_speedup", "mix speed-up", "×"),
-    ("mix_decode_s_saved", "decode time saved", "s per pass"),
-    ("mix_copy_fraction", "copy from input", "%"),
-    ("requests_measured", "requests run", "requests"),
-    ("requests_skipped", "skipped", "requests"),
-)
-TRACE_REQUEST_COLUMNS = (
-    ("output_tokens", "output", "tokens"),
-    ("decode_tok_s", "decode", "tok/s"),
-    ("speedup_vs_none", "speed-up over none", "×"),
-    ("acceptance_rate", "acceptance", "%"),
-    ("copy_fraction", "copy from input", "%"),
-    ("self_repetition", "self-repetition", "%"),
-    ("lossless_share", "lossless vs none", "shots"),
-    ("shots_ok", "ok", "shots"),
-)
 # A speed-up that is gated out (caveats.gates: task gate failed, or lossy) is set apart, struck.
 SPEEDUP = SPEEDUP_METRIC
-# Per drafted cell: the measured speed-up beside the cost model's (figures.speedup_model_figures).
-SPEEDUP_MODEL_COLUMNS = (
-    ("speedup_vs_none", "measured speed-up", "×"),
-    (PREDICTED_SPEEDUP, "predicted", "×"),
-    (PREDICTION_RESIDUAL, "unexplained", "measured / predicted - 1"),
-    (QUIET_PREDICTION_RESIDUAL, "unexplained, quiet", "without host-busy shots"),
-    (VERIFY_COST, "verify cost", "t(k+1) / t(1)"),
-    ("engine_draft_mean_len", "mean len", "tokens/step"),
-)
-# Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
-DETAIL_COLUMNS = (
-    ("shots_ok", "ok", "shots"),
-    ("ttft_s", "TTFT", "s"),
-    ("prefill_tok_s", "prefill", "tok/s"),
-    ("engine_prefill_tok_s", "prefill (engine)", "tok/s"),
-    ("engine_decode_tok_s", "decode (engine)", "tok/s"),
-    ("sm_clock_median_mhz", "SM clock", "MHz"),
-    ("cpu_freq_median_mhz", "CPU clock", "MHz"),
-    ("gpu_power_median_w", "power, NVML median", "W"),
-    ("gpu_energy_power_w", "power, energy counter", "W"),
-    ("energy_j_per_token", "energy", "J/token"),
-    ("energy_j_per_output_token", "J/output token", "J/token, counter"),
-    ("energy_j_per_prefill_token", "J/prefill token", "J/token, counter"),
-)
-# Per-workload checks: (metric, short name, what a hit means)
-CHECKS = (
-    ("task_done_share", "task", "passed its workload's task gate"),
-    ("loop_share", "loop", "the output ends in a degenerate loop"),
-    ("recall_exact_share", "recall", "the document came back verbatim"),
-    ("edit_made_share", "edit", "the returned file has the asked rename"),
-    ("edit_intact_share", "rest intact", "nothing but the rename changed"),
-    ("needle_found_share", "needle", "the planted passphrase is in the output"),
-    ("code_parses_share", "parses", "the code parses as Python 3"),
-)
-# The side-by-side tables (engines; nodes of a node comparison): per side (the cells' own figures),
-# then each side against the reference side.
-PER_SIDE = (
-    ("decode_tok_s", "decode", "tok/s"),
-    ("prefill_tok_s", "prefill", "tok/s"),
-    ("ttft_s", "TTFT", "s"),
-    ("speedup_vs_none", "speed-up over none", "×"),
-    ("lossless_share", "lossless vs none", "% of shots"),
-)
-
-
-def vs_reference(side: Side) -> tuple[tuple[str, str, str], ...]:
-    """The columns that set a side against the reference side."""
-    return (
-        (side.metric("decode_ratio"), "decode vs", "×"),
-        (side.metric("prefill_ratio"), "prefill vs", "×"),
-        (side.metric(SAME_OUTPUT), "same output as", "% of shots"),
-    )
-
-
-# (side, the other side's axis (a first column where rows differ in it), anchor, title, what the
-# sides share and what differs)
-SIDES = (
-    (ENGINES, NODES.axis, "engines", "Engines side by side",
-     "The same model file, prompt, workload and protocol on each engine, in one run. A speculative mode "
-     "is one engine kind's setting: an engine without it shows —, it never ran as no drafting."),
-    (NODES, ENGINES.axis, "nodes", "Nodes side by side",
-     "The same engine build, model file, prompt, workload and protocol on each node of the comparison "
-     "(placement.compare_nodes), in one run. A ratio is of whole machines: GPU, driver, power limit, "
-     "CPU and their load differ with the node (caveat nodes_compared; the machines table under What "
-     "ran says what each node recorded)."),
-)  # fmt: skip
-CEILING_METRICS = frozenset(
-    {
-        "cpu_copy_bandwidth_bytes_s",
-        "cpu_copy_one_thread_bandwidth_bytes_s",
-        "cpu_gemm_flop_s",
-        "cpu_engine_matmul_flop_s",
-        "gpu_engine_matmul_flop_s",
-        "gpu_peak_bandwidth_bytes_s",
-        "gpu_copy_bandwidth_bytes_s",
-        "gpu_gemm_flop_s",
-        "gpu_peak_flop_s",
-        "weight_bytes_per_token",
-        "kv_bytes_per_context_token",
-        "active_parameters_per_token",
-        "prefill_parameters_per_token",
-        "attention_flops_per_context_token",
-        "decode_ceiling_tok_s",
-        "decode_share_of_ceiling",
-        "prefill_ceiling_tok_s",
-        "prefill_share_of_ceiling",
-    }
-)
-# The load table (seed 000's chunk table, seed 002's streams against capacity): per protocol-grid cell
-# where the run varies the prefill chunk or the parallel streams.
-LOAD_COLUMNS = (
-    ("prefill_tok_s", "prefill", "tok/s"),
-    ("prefill_tok_s_vs_largest_chunk", "vs largest chunk", "×"),
-    ("prefill_dram_bytes", "DRAM bytes per prefill", "B"),
-    ("energy_j_per_prefill_token", "energy per prefill token", "J/token"),
-    ("decode_tok_s", "decode, stream 1", "tok/s"),
-    ("stream_decode_tok_s_mean", "decode per stream", "tok/s"),
-    ("aggregate_decode_tok_s", "decode, all streams", "tok/s"),
-    ("aggregate_decode_vs_one_stream", "all streams vs one", "×"),
-    ("stream_decode_vs_one_stream", "per stream vs one", "×"),
-    ("stream_ttft_max_s", "longest TTFT", "s"),
-    ("context_tokens_engine", "context per slot", "tokens"),
-    ("kv_cache_mib", "KV cache", "MiB"),
-)
 LOAD_AXES = ("prefill_chunk_tokens", "parallel_streams")
 # Aggregations that are a cell's statistic under its protocol's rule (the row's which-shot words).
 STATISTICS = ("median", "median_of_series_medians")
-SERIES_METRICS = ("prefill_tok_s", "decode_tok_s", "sm_clock_median_mhz", "cpu_freq_median_mhz")
-CROSSCHECK_METRICS = frozenset(
-    {
-        "client_vs_engine_decode_ratio",
-        "client_vs_engine_prefill_ratio",
-        *(
-            f"{test}_vs_llama_bench_ratio{end}"
-            for test in ("prefill", "decode")
-            for end in ("", "_low", "_high")
-        ),
-        *(f"bench_{test}_tok_s{end}" for test in ("pp", "tg") for end in ("", "_lowest", "_highest")),
-    }
-)
-SPEEDUP_MODEL_METRICS = frozenset(
-    {VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL, QUIET_PREDICTION_RESIDUAL}
-)
-CLOCK_METRICS = frozenset(
-    {
-        "prefill_tok_s_clock_predicted",
-        "prefill_tok_s_clock_residual",
-        "prefill_tok_s_warm_cold_ratio",
-        "decode_tok_s_clock_predicted",
-        "decode_tok_s_clock_residual",
-        "decode_tok_s_warm_cold_ratio",
-        "sm_clock_best_median_mhz",
-        "clock_drop_thermal_normal_shots",
-        "outlier_shots",
-    }
-)
 
 
 @dataclass
@@ -303,63 +136,7 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
         shown,
     )
     series = series_table(records, shown)
-    sections = [
-        _section(
-            records,
-            shown,
-            "crosschecks",
-            "Cross-checks: two timers side by side",
-            "Our client against the engine's own timings, and the engine's warm speed against llama-bench "
-            "(another tool with its own protocol).",
-            lambda r: r["metric"] in CROSSCHECK_METRICS,
-        ),
-        _section(
-            records,
-            shown,
-            "power",
-            "Clock ratio, clock drops and outliers",
-            "Is a warm slowdown only the clock? Each prediction assumes a fixed cycle count per token.",
-            lambda r: r["metric"] in CLOCK_METRICS,
-        ),
-        _section(
-            records,
-            shown,
-            "ceilings",
-            "Physical ceilings: how close to the wall?",
-            "Decode ceiling = peak bandwidth / bytes read per token (weights plus KV cache); prefill ceiling "
-            "= peak compute / FLOPs per prompt token. Inferred: they rest on that model of the machine. A "
-            "decode share above 1 needs more than one token per weight read (drafting); any other share "
-            "above 1 is a defect of the ceiling (caveat share_above_ceiling). On a CPU the compute peak is "
-            "the engine's own kernels at the model's weight types (llama-bench on a synthetic model), else "
-            "our float32 GEMM probe.",
-            lambda r: r["metric"] in CEILING_METRICS or "_engine_matmul_" in r["metric"],
-        ),
-        _section(
-            records,
-            shown,
-            "noise",
-            "Noise: spreads, intervals and verdicts",
-            f"The answer block's figures with their provenance. Noise: {NOISE_METHOD}.",
-            lambda r: r["metric"] in ANSWER_METRICS,
-        ),
-        _section(
-            records,
-            shown,
-            "constants",
-            "Constants our judgments rest on",
-            "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
-            "from here.",
-            lambda r: r["kind"] == "assumed",
-        ),
-        _section(
-            records,
-            shown,
-            "other",
-            "Other figures",
-            "Figures of this run that no table above lays out (shown with their full provenance).",
-            lambda r: True,
-        ),
-    ]
+    sections = [_section(records, shown, key, title, intro, _lists(key)) for key, title, intro in SECTIONS]
     inferred = [r for r in records if r["kind"] == "inferred"]
     return ReportTables(run, headline, load, workloads, trace_mix, trace_requests, sides, telemetry,
                         series, [s for s in sections if s.rows], inferred, shown, speedup_model)  # fmt: skip
@@ -369,28 +146,6 @@ def _load_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The protocol grid's figure rows, where the run has several prefill chunks or stream counts."""
     varied = [axis for axis in LOAD_AXES if len({r[axis] for r in records if r[axis] is not None}) > 1]
     return records if varied else []
-
-
-def named_metrics() -> frozenset[str]:
-    """Every metric a table of the report lays out by name, every cell statistic, every workload ratio
-    and share, and the constants: the metrics a claim can name."""
-    columns = (HEADLINE_COLUMNS, WORKLOAD_COLUMNS, DETAIL_COLUMNS, CHECKS, PER_SIDE,
-               *(vs_reference(side) for side, *_ in SIDES), TRACE_MIX_COLUMNS, TRACE_REQUEST_COLUMNS,
-               COUNT_RATIOS, SHARES, LOAD_COLUMNS)  # fmt: skip
-    named = {row[0] for table in columns for row in table} | {constant.metric for constant in CONSTANTS}
-    statistics = (*cell_figures.CELL_COLUMNS, *cell_figures.WORKLOAD_COLUMNS, *cell_figures.DRAFTED_COLUMNS,
-                  *cell_figures.TRACE_COLUMNS, *cell_figures.STREAM_COLUMNS)  # fmt: skip
-    return frozenset(
-        named.union(
-            SERIES_METRICS,
-            CROSSCHECK_METRICS,
-            CLOCK_METRICS,
-            CEILING_METRICS,
-            ANSWER_METRICS,
-            SPEEDUP_MODEL_METRICS,
-            statistics,
-        )  # fmt: skip
-    )
 
 
 def records_of(figures: pd.DataFrame) -> list[dict[str, Any]]:
@@ -545,6 +300,16 @@ def _section(records, shown, key, title, intro, test: Callable[[dict[str, Any]],
     rows = [r for r in records if r["figure_id"] not in shown and test(r)]
     shown.update(r["figure_id"] for r in rows)
     return Section(key, title, intro, rows)
+
+
+def _lists(key: str) -> Callable[[dict[str, Any]], bool]:
+    """The figure rows a section lists (of those no table above took): the constants section the
+    assumed ones, "other" every one left, any other section those of its metrics (figures.metrics)."""
+    if key == "constants":
+        return lambda r: r["kind"] == "assumed"
+    if key == "other":
+        return lambda r: True
+    return lambda r: key in places(r["metric"])
 
 
 def check_summary(row: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
-from whichshot.claims.run import check_existing_run
 from whichshot.entry import run_script
+from whichshot.report.claims import check_existing_run
 
 
 def main(smk):
