@@ -1,6 +1,7 @@
 """Claims files: read, checked against claims.schema.yaml and for sense (a unit the metric can take,
 a ratio with both sides), one clear line per problem naming the file and the claim."""
 
+import copy
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import yaml
 
 from whichshot.errors import WhichshotError
 from whichshot.figures.metrics import named_metrics
+from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
 DEFAULT_TOLERANCE = 0.05
@@ -63,6 +65,13 @@ class Claim:
         return abs(off) <= self.tolerance
 
 
+def claims_schema() -> dict[str, Any]:
+    """claims.schema.yaml with the grid's axes as the keys a `where` may name."""
+    schema = copy.deepcopy(record_schema("claims"))
+    schema["$defs"]["where"]["propertyNames"] = {"enum": list(AXES)}
+    return schema
+
+
 def load_claims(path: Path) -> list[Claim]:
     """Every claim of a claims file, or one line saying what is wrong with it."""
     try:
@@ -70,7 +79,7 @@ def load_claims(path: Path) -> list[Claim]:
     except (OSError, yaml.YAMLError) as exc:
         raise WhichshotError(f"claims file {path}: cannot read it ({exc})") from None
     errors = sorted(
-        jsonschema.Draft202012Validator(record_schema("claims")).iter_errors(document),
+        jsonschema.Draft202012Validator(claims_schema()).iter_errors(document),
         key=lambda e: list(e.absolute_path),
     )
     if errors:
