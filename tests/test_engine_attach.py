@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from engines.openai_compat import ATTACHED_SENTENCE, chunks_outcome, server_attached
 from tests.fault_kit import real_engine
-from tests.pipeline import load_config
+from tests.pipeline import REPO, load_config, run_pipeline
 from tests.shot_tables import cell, series, table
 from tests.test_engine_openai import llama_server_binary, model_path  # noqa: F401 -- module fixtures
 from whichshot.atomic import JsonlJournal
@@ -151,8 +152,8 @@ def test_the_attached_caveat_reaches_the_attached_cells_figures_only():
 
 
 def test_older_shots_read_as_not_attached():
-    old = pd.DataFrame([{"schema_version": 8, "shot_id": "a/shot1", "workload": "continue_text"}])
-    assert upgrade_shots(old)["engine_attached"].tolist() == [False]
+    old = table(series(cell(), [{}, {}])).assign(schema_version=8, engine_attached=None)
+    assert upgrade_shots(old)["engine_attached"].tolist() == [False, False]
     assert record_schema("shots")["x-schema-version"] == 9
 
 
@@ -230,6 +231,25 @@ def test_the_attached_caveat_fires_on_the_attached_shots_only(attached_series):
     assert finding is not None and finding.caveat_id == "server_attached"
     assert finding.sentence == ATTACHED_SENTENCE
     assert finding.shot_ids == {r["shot_id"] for r in records}
+
+
+def test_the_example_config_runs_the_pipeline_against_the_users_server(users_server, tmp_path):
+    """config/attach-example.yaml end to end (prompts tokenized by the server, figures, report)."""
+    process, url = users_server
+    config = yaml.safe_load((REPO / "config" / "attach-example.yaml").read_text())
+    config["engines"]["my_server"]["base_url"] = url
+    config["protocol"].update(warm_shots=3, output_tokens=8)
+    config["prompts"]["lengths"] = [64]
+    config["protocol"]["context_tokens"] = [512]
+    result = run_pipeline(tmp_path, config, timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shots = pd.read_parquet(tmp_path / "results" / "shots.parquet")
+    assert len(shots) == 3 and (shots["status"] == "ok").all() and shots["engine_attached"].all()
+    assert set(shots["protocol"]) == {"warm"} and shots["pid"].isna().all()
+    caveats = pd.read_parquet(tmp_path / "results" / "caveats.parquet")
+    assert ATTACHED_SENTENCE in set(caveats["sentence"])
+    assert "did not start this server" in (tmp_path / "results" / "report" / "summary.md").read_text()
+    assert process.poll() is None
 
 
 def test_the_users_server_is_still_running_after_the_series(attached_series, users_server):
