@@ -26,6 +26,7 @@ from whichshot.engine.process import LOOPBACK, free_port, http_ok
 from whichshot.engine.sse import MalformedStream
 from whichshot.errors import EngineNotReady, WhichshotError
 from whichshot.figures.table import compute_figures
+from whichshot.measure.estimate import estimate_series
 from whichshot.measure.grid import Job, all_jobs
 from whichshot.measure.protocol import JobContext, run_job
 from whichshot.shots.upgrade import upgrade_shots
@@ -104,6 +105,8 @@ def test_the_grid_has_no_cold_series_for_an_attached_engine_and_the_others_are_u
     mine = [job for job in all_jobs(both) if job.engine == "mine"]
     assert mine and {job.protocol for job in mine} == {"warm"}
     assert {job.protocol for job in all_jobs(both) if job.engine == "llama_cpp"} == {"cold", "warm"}
+    starts = {e.job.engine: e.startup_s for e in estimate_series(both) if e.job.protocol == "warm"}
+    assert starts["mine"] == 0 < starts["llama_cpp"]  # the estimate starts no attached server
 
 
 def test_build_json_records_the_url_without_credentials(tmp_path):

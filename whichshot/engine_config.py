@@ -15,11 +15,17 @@ def check_engines(config: dict[str, Any]) -> None:
     for name, spec in config["engines"].items():
         engine = load_engine(spec["kind"])
         engine.check_config(name, spec)
-        if not engine.starts_processes(spec) and config["protocol"]["warm_shots"] == 0:
+        if not engine.starts_processes(spec) and not _any_warm_series(config):
             raise invalid_config(
                 "protocol.warm_shots",
                 f"engine {name} attaches to a running server, which runs warm series only: give warm_shots",
             )
+
+
+def _any_warm_series(config: dict[str, Any]) -> bool:
+    """Whether the grid, the workloads or the traces (which take the workloads' length) run warm series."""
+    workloads = (config.get("workloads") or {}).get("warm_shots")
+    return config["protocol"]["warm_shots"] > 0 or (workloads or 0) > 0
 
 
 def check_warmups(config: dict[str, Any]) -> None:
