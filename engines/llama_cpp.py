@@ -178,6 +178,9 @@ class LlamaCpp:
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
         """Nothing the schema leaves open."""
 
+    def starts_processes(self, spec: dict[str, Any]) -> bool:
+        return True
+
     def check_mode(self, where: str, settings: dict[str, Any]) -> None:
         """Nothing the schema leaves open."""
 

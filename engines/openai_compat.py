@@ -1,5 +1,6 @@
 """Any OpenAI-compatible server (vLLM, SGLang, TGI, Ollama, llama-server itself), started from an
-argument list in config, measured through its streaming /v1/completions or /v1/chat/completions.
+argument list in config (argv), or one already running that whichshot attaches to (base_url),
+measured through its streaming /v1/completions or /v1/chat/completions.
 
 - argv and env come from config; `{port}`, `{model}`, `{host}`, `{threads}`, `{context_tokens}`
   (and `{draft_model}` in a mode's args) are replaced inside each element, never joined into a shell.
@@ -11,6 +12,8 @@ argument list in config, measured through its streaming /v1/completions or /v1/c
 - Speculative counters come from the server's Prometheus /metrics before and after each shot
   (whichshot.engine.prom_metrics): process-wide deltas, stored per shot.
 - Tokenizer endpoints differ between servers: `tokenizer_api` picks llama-server's or vLLM's.
+- An attached server (base_url) is not whichshot's: it is never started, restarted or stopped, so it
+  runs warm series only, has no start-up time, pid or process age, and its warm-up is its own.
 """
 
 import os
@@ -31,32 +34,47 @@ from whichshot.engine.base import (
     ShotOutcome,
     ShotRequest,
 )
-from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.engine.process import (
+    LOOPBACK,
+    EngineProcess,
+    ensure_port_free,
+    free_port,
+    http_ok,
+    start_until_ready,
+)
 from whichshot.engine.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.engine.sse import MalformedStream, post_stream
 from whichshot.engine.stream import check_counts
-from whichshot.errors import WhichshotError, invalid_config
+from whichshot.errors import EngineDied, EngineNotReady, WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
-from whichshot.redact import redact_engine
-from whichshot.shots.caveat import Finding, columns_from, ids
+from whichshot.redact import redact_engine, redact_url
+from whichshot.shots.caveat import Finding, columns_from, flag, ids
 from whichshot.telemetry.gpus import GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
 description: >
-  any OpenAI-compatible server started from argv; {port}, {model}, {host}, {threads} and
-  {context_tokens} are replaced inside each element (no shell); it must bind 127.0.0.1
+  any OpenAI-compatible server, given by exactly one of argv (whichshot starts it; {port}, {model},
+  {host}, {threads} and {context_tokens} are replaced inside each element, no shell; it must bind
+  127.0.0.1) or base_url (a server already running, which whichshot attaches to: warm series only)
 type: object
 additionalProperties: false
-required: [kind, argv]
+required: [kind]
 properties:
   kind: {const: openai}
   argv:
-    description: the server's argument list; argv[0] is a program on PATH or a path
+    description: the server's argument list; argv[0] is a program on PATH or a path (not with base_url)
     type: array
     minItems: 1
     items: {type: string, minLength: 1}
+  base_url:
+    description: >
+      the root URL of a server already running (http://127.0.0.1:8080, without /v1), which
+      whichshot attaches to and never starts, restarts or stops: no cold series, no start-up time,
+      only engine_warmup engine_default (not with argv); build.json records it without credentials
+    type: string
+    pattern: '^https?://[^/?# ]+'
   env:
-    description: extra environment variables (same placeholders), e.g. OLLAMA_HOST
+    description: extra environment variables (same placeholders) of a server started from argv (OLLAMA_HOST)
     type: object
     propertyNames: {pattern: "^[A-Za-z_][A-Za-z0-9_]*$"}
     additionalProperties: {type: string}
@@ -114,6 +132,8 @@ LOOPBACK_NAMES = ("127.0.0.1", "{host}")
 
 SERVER_KEYS = ("argv", "env", "ready_path", "api", "prompt_format", "tokenizer_api", "model_name",
                "request_extra", "metrics_path")  # fmt: skip
+# An attached server's settings: its URL instead of a command and environment.
+ATTACH_KEYS = ("base_url", *SERVER_KEYS[2:])
 
 
 class OpenAICompat:
@@ -129,13 +149,32 @@ class OpenAICompat:
     warmups = {"engine_default": ((), UNKNOWN_WARMUP)}
 
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
-        """The server must be told to bind 127.0.0.1 (its sockets are checked again at start)."""
+        """Exactly one of argv and base_url; a server started from argv must be told to bind 127.0.0.1
+        (its sockets are checked again at start)."""
+        has_argv, has_url = spec.get("argv") is not None, spec.get("base_url") is not None
+        if has_argv and has_url:
+            raise invalid_config(
+                f"engines.{name}.base_url",
+                "give argv (whichshot starts the server) or base_url (whichshot attaches to a running "
+                "one), not both",
+            )
+        if not has_argv and not has_url:
+            raise invalid_config(
+                f"engines.{name}",
+                "give argv (whichshot starts the server) or base_url (whichshot attaches to a running one)",
+            )
+        if has_url:
+            _check_attach(name, spec)
+            return
         words = [*spec["argv"], *spec["env"].values()]
         if not any(loop in word for word in words for loop in LOOPBACK_NAMES):
             raise invalid_config(
                 f"engines.{name}.argv",
                 "the server must bind 127.0.0.1: name {host} or 127.0.0.1 in argv or env",
             )
+
+    def starts_processes(self, spec: dict[str, Any]) -> bool:
+        return spec.get("base_url") is None
 
     def check_mode(self, where: str, settings: dict[str, Any]) -> None:
         """Nothing the schema leaves open."""
@@ -153,9 +192,11 @@ class OpenAICompat:
 
     @property
     def caveat_rules(self) -> tuple:
-        return (server_counters_process_wide,)
+        return (server_counters_process_wide, server_attached)
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
+        if not self.starts_processes(spec):
+            return _attached_build(spec)
         # build.json records the server's settings with any secret in them redacted; processes are
         # started from the config's own entry (ServerSettings.engine_spec).
         server = redact_engine(server_keys(spec))
@@ -180,6 +221,8 @@ class OpenAICompat:
     def start(
         self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
     ) -> "OpenAIServer":
+        if not self.starts_processes(settings.engine_spec):
+            return _attach(settings)
         if settings.port:
             ensure_port_free(settings.port)
         port = settings.port or free_port()
@@ -233,6 +276,56 @@ def substitute(element: str, values: dict[str, str]) -> str:
     return element
 
 
+def _check_attach(name: str, spec: dict[str, Any]) -> None:
+    """What an attached server cannot be given: an environment (it runs in its own) or a URL that
+    already names the API's /v1 (whichshot adds the paths)."""
+    if spec.get("env"):
+        raise invalid_config(
+            f"engines.{name}.env", "is for a server whichshot starts (argv); an attached server keeps its own"
+        )
+    if spec["base_url"].rstrip("/").endswith("/v1"):
+        raise invalid_config(
+            f"engines.{name}.base_url", "give the server's root URL without /v1 (whichshot adds /v1/...)"
+        )
+
+
+def attach_keys(spec: dict[str, Any]) -> dict[str, Any]:
+    """The settings of an attached server (base_url without a trailing slash)."""
+    server = {key: spec.get(key) for key in ATTACH_KEYS}
+    server["base_url"] = server["base_url"].rstrip("/")
+    return server
+
+
+def _attached_build(spec: dict[str, Any]) -> dict[str, Any]:
+    """build.json of an attached server: nothing built or hashed, its URL (credentials redacted) and
+    settings recorded; whatever program answers there is the user's."""
+    server = redact_engine(attach_keys(spec))
+    identity = {"engine": "openai", "attached": True, "server": server}
+    return {
+        "build_id": short_id(identity),
+        "identity": identity,
+        "build_seconds": 0.0,
+        "built_at_unix_s": int(time.time()),
+        "binaries": {},
+        "server": server,
+        "attached_url": server["base_url"],
+    }
+
+
+def _attach(settings: ServerSettings) -> "OpenAIServer":
+    """The running server at base_url, once its ready path answers; nothing is started."""
+    if settings.extra_args:  # the config check refuses modes with server flags: this is a bug
+        raise WhichshotError("an attached openai server cannot be given a speculative mode's server flags")
+    server = attach_keys(settings.engine_spec)
+    ready_url = f"{server['base_url']}{server['ready_path']}"
+    if not http_ok(ready_url, timeout_s=10.0):
+        raise EngineNotReady(
+            f"no server answers 200 at {redact_url(ready_url)}: start it first (whichshot attaches to "
+            "base_url; it never starts or stops that server)"
+        )
+    return OpenAIServer(None, server["base_url"], None, server, NOT_KNOWN_CACHE)
+
+
 def _resolve_binary(program: str) -> Path:
     found = shutil.which(program)
     if found is None:
@@ -245,10 +338,16 @@ def _merged_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class OpenAIServer:
-    """One running OpenAI-compatible server process."""
+    """One running OpenAI-compatible server: a process whichshot started, or (process None) the
+    server at base_url it attached to."""
 
     def __init__(
-        self, process: EngineProcess, base_url: str, ready_s: float, server: dict[str, Any], prompt_cache: str
+        self,
+        process: EngineProcess | None,
+        base_url: str,
+        ready_s: float | None,
+        server: dict[str, Any],
+        prompt_cache: str,
     ) -> None:
         self.process = process
         self.base_url = base_url
@@ -283,7 +382,7 @@ class OpenAIServer:
             streamed = post_stream(f"{self.base_url}{path}", payload, request.timeout_s,
                                    request.max_output_tokens + 4, request.on_first_token)  # fmt: skip
         except requests.RequestException as exc:
-            raise self.process.request_failure(exc) from None
+            raise self._request_failure(exc) from None
         request.stream_ended()
         after = self._metrics()
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
@@ -327,8 +426,17 @@ class OpenAIServer:
             return None
         return parse_prometheus(response.text) if response.status_code == 200 else None
 
+    def _request_failure(self, exc: Exception) -> WhichshotError:
+        if self.process is not None:
+            return self.process.request_failure(exc)
+        # Not our process to watch: an attached server that no longer answers counts as gone.
+        if not http_ok(f"{self.base_url}{self.server['ready_path']}", timeout_s=5.0):
+            return EngineDied(f"the attached server at {redact_url(self.base_url)} stopped answering")
+        return WhichshotError(f"request failed: {exc}")
+
     def stop(self) -> int | None:
-        return self.process.stop()
+        """Stop the process whichshot started; an attached server is left running (not ours)."""
+        return self.process.stop() if self.process is not None else None
 
 
 def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutcome:
@@ -343,12 +451,14 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
     usage: dict[str, Any] = {}
     timings: dict[str, Any] = {}
     finish = None
+    carried_ids = False
     for t_arrival_s, event in events:
         usage = event.get("usage") or usage
         previous = timings.get("predicted_n", 0)
         timings = event.get("timings") or timings
         for choice in event.get("choices") or []:
             text, ids = _choice_text(choice), choice.get("token_ids")
+            carried_ids = carried_ids or isinstance(ids, list)
             finish = choice.get("finish_reason") or finish
             n = _chunk_tokens(text, ids, timings.get("predicted_n", 0) - previous)
             if n:
@@ -356,6 +466,11 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
                 token_ids.extend(ids or [])
             text_parts.append(text)
     counted = sum(n for _t, n in token_events)
+    if usage.get("completion_tokens") is None and not carried_ids and "predicted_n" not in timings:
+        raise MalformedStream(
+            f"the server sent no usage.completion_tokens, no token ids and no per-chunk count: its {counted} "
+            "text chunks cannot be counted as tokens (it must honour stream_options.include_usage)"
+        )
     if usage.get("completion_tokens") is not None and usage["completion_tokens"] != counted:
         raise MalformedStream(
             f"{counted} streamed tokens but usage.completion_tokens = {usage['completion_tokens']}: "
@@ -459,3 +574,17 @@ def server_counters_process_wide(shots: pd.DataFrame) -> Finding | None:
         ids(counted),
         columns=frozenset(c for c in columns_from("engine") if c.startswith("server_")),
     )
+
+
+ATTACHED_SENTENCE = (
+    "whichshot did not start this server: no cold shots, no start-up time; warm shot 1 follows "
+    "whatever the server served before."
+)
+
+
+def server_attached(shots: pd.DataFrame) -> Finding | None:
+    """Caveat: shots of a server whichshot attached to (base_url) rather than started."""
+    attached = shots[flag(shots["engine_attached"])]
+    if attached.empty:
+        return None
+    return Finding("server_attached", ATTACHED_SENTENCE, ids(attached))

@@ -98,6 +98,9 @@ class Transformers:
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
         """Nothing the schema leaves open."""
 
+    def starts_processes(self, spec: dict[str, Any]) -> bool:
+        return True
+
     def gpu_use(self, build: dict[str, Any], settings: ServerSettings) -> GpuUse:
         """hf_server computes on the one torch device build.json resolved (cuda is cuda:0)."""
         device, _, ordinal = build["device"].partition(":")

@@ -60,6 +60,9 @@ class Echo:
         if not spec["greeting"].strip():
             raise invalid_config(f"engines.{name}.greeting", "must not be blank")
 
+    def starts_processes(self, spec: dict[str, Any]) -> bool:
+        return True
+
     def check_mode(self, where: str, settings: dict[str, Any]) -> None:
         """Nothing beyond the schema."""
 

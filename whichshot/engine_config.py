@@ -5,21 +5,41 @@ from typing import Any
 
 from whichshot.engine import engine_kinds, load_engine
 from whichshot.errors import invalid_config
-from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, DEFAULT_WARMUP, ONE_STREAM
 from whichshot.spec_modes import applies, is_no_draft, kind_settings, uses_draft_model
 
 
 def check_engines(config: dict[str, Any]) -> None:
-    """Each engine's own checks."""
+    """Each engine's own checks; an engine whichshot does not start (attached to a running server)
+    runs warm series only, so the config must ask for some."""
     for name, spec in config["engines"].items():
-        load_engine(spec["kind"]).check_config(name, spec)
+        engine = load_engine(spec["kind"])
+        engine.check_config(name, spec)
+        if not engine.starts_processes(spec) and not _any_warm_series(config):
+            raise invalid_config(
+                "protocol.warm_shots",
+                f"engine {name} attaches to a running server, which runs warm series only: give warm_shots",
+            )
+
+
+def _any_warm_series(config: dict[str, Any]) -> bool:
+    """Whether the grid, the workloads or the traces (which take the workloads' length) run warm series."""
+    workloads = (config.get("workloads") or {}).get("warm_shots")
+    return config["protocol"]["warm_shots"] > 0 or (workloads or 0) > 0
 
 
 def check_warmups(config: dict[str, Any]) -> None:
     """Every engine can honour every protocol.engine_warmup value (an openai server only its own)."""
     for name, spec in config["engines"].items():
-        offered = load_engine(spec["kind"]).warmups
+        engine = load_engine(spec["kind"])
+        offered = engine.warmups
         for value in config["protocol"]["engine_warmup"]:
+            if value != DEFAULT_WARMUP and not engine.starts_processes(spec):
+                raise invalid_config(
+                    "protocol.engine_warmup",
+                    f"engine {name} attaches to a running server, whose warm-up whichshot cannot set: "
+                    f"{value!r} is refused, only {DEFAULT_WARMUP}",
+                )
             if value not in offered:
                 raise invalid_config(
                     "protocol.engine_warmup",
@@ -72,9 +92,23 @@ def check_spec_modes(config: dict[str, Any]) -> None:
             if kind in mode:
                 engine.check_mode(f"{where}.{kind}", mode[kind])
         _check_draft_use(where, mode, draft is not None)
+        _check_attached_modes(config, where, mode)
         if not is_no_draft(mode) and not any(applies(mode, kind) for kind in kinds):
             raise invalid_config(
                 where, f"has settings for no engine kind of this config ({', '.join(sorted(kinds))})"
+            )
+
+
+def _check_attached_modes(config: dict[str, Any], where: str, mode: dict[str, Any]) -> None:
+    """A mode's server flags cannot reach a server whichshot attaches to (it did not start it)."""
+    if is_no_draft(mode):
+        return
+    for name, spec in config["engines"].items():
+        if applies(mode, spec["kind"]) and not load_engine(spec["kind"]).starts_processes(spec):
+            raise invalid_config(
+                where,
+                f"engine {name} attaches to a running server, which whichshot cannot give this mode's "
+                "server flags: start the server with them yourself and leave the mode out",
             )
 
 

@@ -3,6 +3,7 @@
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 # Name parts that mark a credential: API_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD, MYSQL_PWD,
 # NETRC_PASSPHRASE, GOOGLE_APPLICATION_CREDENTIALS, SESSION_COOKIE, HTTP_AUTHORIZATION, ...
@@ -59,9 +60,26 @@ def redact_argv(argv: list[str]) -> list[str]:
     return redacted
 
 
+def redact_url(url: str) -> str:
+    """A URL fit to write down: any user or password before the host, and the value of every
+    secret-looking query parameter (?api_key=...), replaced."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, REDACTED if is_secret(k, v) else v) for k, v in pairs], safe="<>")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def redact_engine(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """An engine's settings fit to write down: secrets out of its env, argv and request fields."""
+    """An engine's settings fit to write down: secrets out of its env, argv, request fields and the
+    URL of a server it attaches to."""
     safe = dict(spec)
+    if isinstance(safe.get("base_url"), str):
+        safe["base_url"] = redact_url(safe["base_url"])
     for key in ("env", "request_extra"):
         if key in safe:
             safe[key] = redact_mapping(safe[key])

@@ -80,10 +80,11 @@ class ShotOutcome:
 
 
 class RunningEngine(Protocol):
-    """A started engine process that serves shots."""
+    """A started engine process that serves shots, or a server it attached to."""
 
-    process: EngineProcess
-    ready_s: float
+    # None: a server whichshot attached to and did not start (no pid, no start-up time, no age).
+    process: EngineProcess | None
+    ready_s: float | None
     context_tokens: int | None
     prompt_cache: str  # whether a prompt prefix can be reused between requests, and what says so
     # The warm-up its process showed it ran before it reported ready (ONE_DECODE or NO_WARMUP), as
@@ -117,6 +118,11 @@ class Engine(Protocol):
 
     def check_config(self, name: str, spec: dict[str, Any]) -> None:
         """Refuse (WhichshotError) what the schema cannot say of an engines entry."""
+        ...
+
+    def starts_processes(self, spec: dict[str, Any]) -> bool:
+        """Whether this engines entry has whichshot start (and stop) its processes; False for one that
+        attaches to a server already running, which can run no cold series and set no warm-up."""
         ...
 
     def check_mode(self, where: str, settings: dict[str, Any]) -> None:

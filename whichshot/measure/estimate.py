@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.engine import load_engine
 from whichshot.measure.grid import Job, all_jobs
 from whichshot.shots.axes import BASE_WORKLOAD, TRACE_WORKLOAD
 
@@ -84,9 +85,12 @@ def estimate_series(config: dict[str, Any], shots: pd.DataFrame | None = None) -
 
 
 def _estimate(config: dict[str, Any], job: Job, measured: dict[tuple[str, str], Speeds]) -> SeriesEstimate:
-    kind = config["engines"][job.engine]["kind"]
+    spec = config["engines"][job.engine]
+    kind = spec["kind"]
     speeds = measured.get((job.engine, job.model)) or DEFAULT_SPEEDS.get(kind, FALLBACK_SPEEDS)
     processes = job.series_length if job.protocol == "cold" else 1
+    if not load_engine(kind).starts_processes(spec):
+        processes = 0  # a server already running: nothing to start
     rests = job.series_length - 1 if job.protocol == "warm" and job.rest_s > 0 else 0
     prompt_tokens, output_tokens = _tokens(config, job)
     shot_s = prompt_tokens / speeds.prefill_tok_s + output_tokens / speeds.decode_tok_s

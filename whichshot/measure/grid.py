@@ -3,13 +3,16 @@
 Axes: engine x model x prompt length x protocol (cold; warm x rest) x context window x
 prompt order x preconditioning (warm only) x prefill chunk x parallel streams x repeat, and the
 node where a run compares nodes (placement.compare_nodes). Every control of seed 000 is an axis
-here, and seed 002's concurrency.
+here, and seed 002's concurrency. An engine whichshot does not start (a server it attaches to) runs
+no cold series: it cannot be given a fresh process.
 """
 
 import itertools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from whichshot.engine import load_engine
 from whichshot.prepare.traces import load_traces
 from whichshot.prepare.workload_prompts import workload_keys
 from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
@@ -144,12 +147,25 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
         protocol["parallel_streams"],
         range(1, protocol["repeats"] + 1),
     )
+    runs = _runnable(config)
     return [
         Job(engine=engine, model=model, prompt_tokens_requested=length, **kind,
             context_tokens_requested=context, order=order, engine_warmup=warmup, prefill_chunk_tokens=chunk,
             parallel_streams=streams, repeat=repeat)
         for engine, model, length, kind, context, order, warmup, chunk, streams, repeat in axes
+        if runs(engine, kind)
     ]  # fmt: skip
+
+
+def _runnable(config: dict[str, Any]) -> Callable[[str, dict[str, Any]], bool]:
+    """(engine, series shape) -> whether the engine can run it: cold only where whichshot starts it."""
+    engines = config["engines"]
+    starts = {name: load_engine(spec["kind"]).starts_processes(spec) for name, spec in engines.items()}
+
+    def runs(engine: str, shape: dict[str, Any]) -> bool:
+        return starts[engine] or shape["protocol"] != "cold"
+
+    return runs
 
 
 def measured_models(config: dict[str, Any]) -> list[str]:
@@ -216,9 +232,11 @@ def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> lis
     modes = config["spec_modes"]
     axes = itertools.product(config["engines"], models, items, modes, shapes, protocol["engine_warmup"],
                              range(1, protocol["repeats"] + 1))  # fmt: skip
+    runs = _runnable(config)
     # A mode without settings for an engine's kind is skipped there, never run as no drafting.
     return [make(*combination) for combination in axes
-            if applies(modes[combination[3]], config["engines"][combination[0]]["kind"])]  # fmt: skip
+            if applies(modes[combination[3]], config["engines"][combination[0]]["kind"])
+            and runs(combination[0], combination[4])]  # fmt: skip
 
 
 def all_jobs(config: dict[str, Any]) -> list[Job]:

@@ -45,7 +45,7 @@ def _tree_seconds(root: psutil.Process) -> float:
 class HostLoad:
     """Brackets one shot: start() before the request, stop() after it."""
 
-    def __init__(self, engine_pid: int) -> None:
+    def __init__(self, engine_pid: int | None) -> None:
         self._engine_pid = engine_pid
         self._engine: psutil.Process | None = None  # set by start()
         self._harness: psutil.Process | None = None
@@ -56,6 +56,9 @@ class HostLoad:
                          _process_seconds(self._harness))  # fmt: skip
 
     def start(self) -> None:
+        if self._engine_pid is None:  # a server whichshot did not start: its CPU time is not ours to see
+            self._start = None
+            return
         try:
             self._engine, self._harness = psutil.Process(self._engine_pid), psutil.Process()
             self._start = self._snapshot()

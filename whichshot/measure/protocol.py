@@ -44,7 +44,7 @@ class ShotTelemetry(Protocol):
         t_start_s: float,
         t_end_s: float,
         output_tokens: int | None,
-        engine_pid: int,
+        engine_pid: int | None,
         first_token_s: float | None = None,
     ) -> dict: ...
 
@@ -208,9 +208,14 @@ def _start_reason(job: Job, position: int, engine_died: bool) -> str:
     return "series_start" if position == 1 else "resumed"
 
 
+# process_start_reason of a server whichshot attached to: it started nothing.
+ATTACHED = "attached"
+
+
 def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
     log_path = ctx.log_dir / f"process{seq}.log"
     server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, log_path)
+    reason = ATTACHED if server.process is None else reason
     return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason)
 
 
@@ -303,7 +308,8 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
     state.requests_served += ctx.job.parallel_streams
     if ctx.telemetry is not None:
         ctx.telemetry.mark()
-    host_load = HostLoad(state.server.process.pid)
+    process = state.server.process
+    host_load = HostLoad(process.pid if process is not None else None)
     host_load.start()
     t_start_s = time.monotonic()
     try:
@@ -312,7 +318,8 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         record.update(host_load.stop())
         # A dropped connection may come a moment before the process is seen dead: wait a little.
         lost = isinstance(exc, requests.RequestException)
-        died = isinstance(exc, EngineDied) or state.server.process.exited(grace_s=1.0 if lost else 0.0)
+        exited = process is not None and process.exited(grace_s=1.0 if lost else 0.0)
+        died = isinstance(exc, EngineDied) or exited
         record.update(empty_result_fields())
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}", engine_died=died)
         record.update(t_request_mono_s=t_start_s, t_end_mono_s=time.monotonic())
@@ -358,8 +365,10 @@ def _with_telemetry(
 
 
 def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
-    """A shot's identity: the series' and the process that served it."""
+    """A shot's identity: the series' and the process that served it (an attached server's pid,
+    start-up time and age are not measured: null)."""
     server = state.server
+    process = server.process
     return {
         **_series_identity(ctx, position),
         "precondition_shots": state.precondition_shots,
@@ -367,10 +376,11 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "process_id": state.process_id,
         "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
         "process_start_reason": state.start_reason,
-        "pid": server.process.pid,
+        "pid": process.pid if process is not None else None,
+        "engine_attached": process is None,
         "shot_index": state.shots_served,
         "process_ready_s": server.ready_s,
-        "process_age_s": time.monotonic() - server.process.t_spawn_s,
+        "process_age_s": time.monotonic() - process.t_spawn_s if process is not None else None,
         "context_tokens_engine": server.context_tokens,
         "prompt_cache_state": server.prompt_cache,
         **_startup_facts(server),
@@ -427,6 +437,7 @@ def _skipped_record(ctx: JobContext, reason: str) -> dict[str, Any]:
         "process_id": "",
         "process_seq": 0,
         "shot_index": 0,
+        "engine_attached": not ctx.engine.starts_processes(ctx.settings.engine_spec),
         **empty_result_fields(),
         "status": "skipped",
         "error": f"skipped: {reason}",

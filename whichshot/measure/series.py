@@ -16,7 +16,7 @@ from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.measure.verify_cost import run_verify_probe, verify_plan
 from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot
 from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
-from whichshot.telemetry.gpus import GpuChoice, check_engine_gpus
+from whichshot.telemetry.gpus import NOT_OUR_PROCESS, GpuChoice, check_engine_gpus
 from whichshot.telemetry.nvml import running_pids_by_uuid
 
 
@@ -46,7 +46,7 @@ class RecorderTelemetry:
         t_start_s: float,
         t_end_s: float,
         output_tokens: int | None,
-        engine_pid: int,
+        engine_pid: int | None,
         first_token_s: float | None = None,
     ) -> dict:
         """The shot's telemetry columns; with the first token's time (first_token_mono_s) its
@@ -63,10 +63,12 @@ class RecorderTelemetry:
             "telemetry_gaps": shot_gaps(self.recorder.gaps, samples, t_start_s, t_end_s),
         }
 
-    def gpu_check(self, engine_pid: int) -> str | None:
+    def gpu_check(self, engine_pid: int | None) -> str | None:
         """Where NVML's process lists put this engine process (once per process)."""
         if not self.gpus.uuids:
             return None
+        if engine_pid is None:
+            return NOT_OUR_PROCESS
         if engine_pid not in self._gpu_checks:
             pids = {process.pid for process in process_tree(engine_pid)}
             self._gpu_checks[engine_pid] = check_engine_gpus(self.gpus.uuids, pids, running_pids_by_uuid())

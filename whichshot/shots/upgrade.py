@@ -36,7 +36,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     gates the output alone decides; 3 -> 4: output_length from the workload, no trace; 4 -> 5: one
     stream, llama.cpp's 512-token prefill chunk), else null (not measured; 5 -> 6 added the GPUs'
     identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison; 7 -> 8
-    every stream's tokens: N prompts, and N outputs where the N streams returned the same ids)."""
+    every stream's tokens: N prompts, and N outputs where the N streams returned the same ids; 8 -> 9
+    engine_attached false: whichshot started every engine before it could attach to one)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -65,6 +66,7 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     several = before_totals & (streams != ONE_STREAM)
     per_token = pd.to_numeric(shots["gpu_energy_j"]) / pd.to_numeric(shots["streams_output_tokens"])
     shots.loc[several, "energy_j_per_token"] = per_token.astype(float)
+    shots.loc[version < 9, "engine_attached"] = False
     return shots
 
 

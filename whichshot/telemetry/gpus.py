@@ -16,6 +16,7 @@ PCI_ORDER = "PCI_BUS_ID"
 SEEN_ON_SAMPLED = "engine seen on the sampled GPU(s)"
 NOT_IN_PROCESS_LISTS = "engine not in NVML's process lists (another PID namespace?)"
 NO_GPU_ENGINE = "engine uses no GPU"
+NOT_OUR_PROCESS = "not checked: whichshot did not start the engine (attached to a running server)"
 
 
 @dataclass(frozen=True)

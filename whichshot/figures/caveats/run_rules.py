@@ -313,8 +313,9 @@ def host_load_not_measured(catalog: Catalog) -> Finding | None:
     return Finding(
         "host_load_not_measured",
         f"For {len(unknown)} shot(s) other work on the host was not measured (host_foreign_cores is "
-        "empty: a run from before it was recorded, or a process psutil could not read): nothing shows "
-        "whether the machine was busy during them.",
+        "empty: a run from before it was recorded, a process psutil could not read, or a server whichshot "
+        "attached to, whose work it cannot tell from other work): nothing shows whether the machine was "
+        "busy during them.",
         ids(unknown),
     )
 
