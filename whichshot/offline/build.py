@@ -100,7 +100,8 @@ def _fill(
                     fetched_models[spec["sha256"]]["file"] = _bundle_model(
                         model, spec, cache, root, source_root
                     )
-        _link_or_copy(path, root / "configs" / f"{stem}.yaml")
+        (root / "configs").mkdir(exist_ok=True)
+        shutil.copyfile(path, root / "configs" / f"{stem}.yaml")  # a user edits configs in place: no link
         config_entries.append({"file": f"configs/{stem}.yaml", "local_models": local})
     return {
         "format": 1,
@@ -198,25 +199,24 @@ def download_wheels(
 
 
 def _build_pure_wheel(requirement: str, built_dir: Path) -> None:
+    name = re.match(r"[A-Za-z0-9._-]+", requirement).group(0)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     with tempfile.TemporaryDirectory() as scratch:
         wheels = Path(scratch)
-        argv = [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "--disable-pip-version-check",
-        ]
-        result = subprocess.run([*argv, "-w", str(wheels), requirement], capture_output=True, text=True)
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        # A wheel for this machine means the project ships wheels, none for the target: building
+        # its sdist here (a compiler's work, for this machine) would not help the target.
+        here = [*pip, "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels / "here"), requirement]
+        if subprocess.run(here, capture_output=True, text=True).returncode == 0:
             raise WhichshotError(
-                f"{requirement} has no wheel for the target, and its sdist does not build: {last}"
+                f"{requirement} has wheels, none for the target's Python and --platform: if the node's "
+                "glibc runs a newer manylinux, name that --platform (e.g. manylinux_2_28_x86_64)"
             )
-        for wheel in wheels.iterdir():
+        built = [*pip, "wheel", "--no-deps", "--no-binary", name, "-w", str(wheels), requirement]
+        if subprocess.run(built, capture_output=True, text=True).returncode != 0:
+            raise WhichshotError(
+                f"{requirement} has no wheel and its sdist does not build: pip wheel {requirement}"
+            )
+        for wheel in wheels.glob("*.whl"):
             if not wheel.name.endswith("-none-any.whl"):
                 raise WhichshotError(
                     f"{requirement} has no wheel for the target and its sdist builds {wheel.name}, a wheel "
