@@ -22,9 +22,10 @@ from whichshot import pypi
 from whichshot.archive.bundle import write_manifest
 from whichshot.cache import cache_root
 from whichshot.errors import WhichshotError
-from whichshot.offline import installer
+from whichshot.offline import build, installer
 from whichshot.offline.build import expand_platforms, project_requirements, this_machine_platform
 
+SMOLLM2 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 # Any index, proxy or mirror the offline steps might try: nothing listens there.
 UNROUTABLE = "http://10.255.255.1:9"
 
@@ -119,6 +120,36 @@ def test_a_missing_distribution_fails_loudly_without_an_index(tmp_path, monkeypa
     assert pypi.download("llama-cpp-python", "0.3.36", tmp_path, sdist=True) == seeded
 
 
+def test_a_bundle_without_models_names_them_and_verifies(tmp_path, monkeypatch):
+    def wheels(requirements, python_version, platforms, dest):
+        assert "pandas==3.1.1" in requirements and platforms == ["manylinux_2_28_x86_64"]
+        dest.mkdir(parents=True)
+        (dest / "pandas-3.1.1-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+        return []
+
+    def source(spec, cache, dest):
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "llama_cpp_python-0.3.36.tar.gz").write_bytes(b"sdist")
+        return {**spec, "file": "sources/llama_cpp_python-0.3.36.tar.gz"}
+
+    monkeypatch.setattr(build, "download_wheels", wheels)
+    monkeypatch.setattr(build, "_bundle_source", source)
+    out = tmp_path / "b.tar"
+    smoke = REPO / "tests" / "configs" / "smoke.yaml"
+    summary = build.build_bundle([smoke], out, "3.12", ["manylinux_2_28_x86_64"], [], with_models=False)
+    root = installer.unpacked(out)
+    assert root == tmp_path / "b" and installer.verify(root) == []
+    assert summary["files"] == sum(1 for p in root.rglob("*") if p.is_file())
+    described = json.loads((root / "bundle.json").read_text())
+    assert described["models"] == [{"name": "smollm2_135m", "sha256": SMOLLM2, "file": ""}]
+    assert described["configs"] == [{"file": "configs/smoke.yaml", "local_models": {}}]
+    assert "Models left out" in (root / "README.txt").read_text()
+    assert (root / "install.py").read_text() == Path(installer.__file__).read_text()
+    assert (root / "project" / "Snakefile").is_file() and not (root / "project" / "results").exists()
+    with pytest.raises(installer.BundleError, match="wheels are for Python 3.99"):
+        installer.check_interpreter({"python_version": "3.99"})
+
+
 def seed_engine_builds(cache: Path) -> list[str]:
     """Copy the user cache's llama.cpp builds into `cache`, their binaries' paths moved with them."""
     seeded = []
@@ -166,8 +197,7 @@ def test_a_bundle_installs_and_runs_the_smoke_grid_offline(tmp_path):
     command = installed.stdout.strip().splitlines()[-1]
     root = tmp_path / "smoke-bundle"
     assert command.startswith(f"cd {root / 'project'} && env ")
-    sha = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-    assert (cache / "models" / f"{sha}.gguf").is_file()
+    assert (cache / "models" / f"{SMOLLM2}.gguf").is_file()
     assert [p.name for p in (cache / "sources").iterdir()] == ["llama_cpp_python-0.3.36.tar.gz"]
 
     dry = subprocess.run(
