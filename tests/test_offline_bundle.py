@@ -96,6 +96,26 @@ def test_installer_refuses_an_altered_or_padded_bundle(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("filters", [True, False], ids=["tarfile filters", "before Python 3.11.4"])
+def test_a_tar_that_reaches_outside_its_folder_is_refused(tmp_path, monkeypatch, filters):
+    import tarfile
+
+    if not filters:
+        monkeypatch.delattr(tarfile, "data_filter")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "install.py").write_text("")
+    good, bad = tmp_path / "good.tar", tmp_path / "bad.tar"
+    with tarfile.open(good, "w") as archive:
+        archive.add(tmp_path / "b", arcname="b")
+    with tarfile.open(bad, "w") as archive:
+        archive.add(tmp_path / "b" / "install.py", arcname="c/../../escaped.py")
+    shutil.rmtree(tmp_path / "b")
+    assert installer.unpacked(good) == tmp_path / "b" and (tmp_path / "b" / "install.py").is_file()
+    with pytest.raises((installer.BundleError, tarfile.FilterError)):
+        installer.unpacked(bad)
+    assert not (tmp_path.parent / "escaped.py").exists()
+
+
 def test_a_local_model_is_read_from_the_seeded_cache(tmp_path):
     config = {"file": "configs/gpu.yaml", "local_models": {"qwen": "ab" * 32}}
     command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 4, config)

@@ -109,8 +109,19 @@ def unpacked(bundle: Path) -> Path:
             raise BundleError(f"{bundle} must hold one top folder, holds {sorted(top)}")
         root = bundle.parent / top.pop()
         if not root.exists():
-            archive.extractall(bundle.parent, filter="data")
+            _extract(archive, bundle.parent)
     return root
+
+
+def _extract(archive: tarfile.TarFile, dest: Path) -> None:
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(dest, filter="data")
+        return
+    # Before Python 3.11.4 (Debian 12's 3.11.2) tarfile has no filters: refuse what they would.
+    for member in archive.getmembers():
+        if Path(member.name).is_absolute() or ".." in Path(member.name).parts or member.issym():
+            raise BundleError(f"{member.name}: a bundle holds plain files under its folder only")
+    archive.extractall(dest)  # noqa: S202 - every member checked above
 
 
 def verify(root: Path) -> list[str]:
@@ -156,7 +167,13 @@ def check_interpreter(described: dict) -> None:
 def make_venv(venv_dir: Path) -> Path:
     python = venv_dir / "bin" / "python"
     if not python.exists():
-        venv.EnvBuilder(with_pip=True).create(venv_dir)
+        try:
+            venv.EnvBuilder(with_pip=True).create(venv_dir)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise BundleError(
+                f"could not create the venv {venv_dir} with {sys.executable} ({exc}); a distribution's "
+                "python may lack ensurepip (Debian and Ubuntu: the python3-venv package)"
+            ) from None
     return python
 
 
