@@ -116,6 +116,24 @@ def test_a_tar_that_reaches_outside_its_folder_is_refused(tmp_path, monkeypatch,
     assert not (tmp_path.parent / "escaped.py").exists()
 
 
+def test_install_says_in_one_line_what_is_wrong(tmp_path):
+    argv = [
+        sys.executable,
+        "-m",
+        "whichshot.offline",
+        "install",
+        str(tmp_path / "nothing"),
+        "--venv",
+        str(tmp_path / "v"),
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    assert (
+        result.returncode == 1
+        and result.stderr == f"install: {tmp_path / 'nothing'} is neither a bundle folder nor a tar file\n"
+    )
+    assert not (tmp_path / "v").exists()
+
+
 def test_a_local_model_is_read_from_the_seeded_cache(tmp_path):
     config = {"file": "configs/gpu.yaml", "local_models": {"qwen": "ab" * 32}}
     command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 4, config)

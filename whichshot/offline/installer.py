@@ -101,7 +101,7 @@ def unpacked(bundle: Path) -> Path:
     bundle = bundle.expanduser().resolve()
     if bundle.is_dir():
         return bundle
-    if not tarfile.is_tarfile(bundle):
+    if not bundle.is_file() or not tarfile.is_tarfile(bundle):
         raise BundleError(f"{bundle} is neither a bundle folder nor a tar file")
     with tarfile.open(bundle) as archive:
         top = {Path(name).parts[0] for name in archive.getnames()}
