@@ -134,6 +134,16 @@ def test_install_says_in_one_line_what_is_wrong(tmp_path):
     assert not (tmp_path / "v").exists()
 
 
+def test_a_local_model_missing_here_comes_from_a_config_that_pins_it_to_wheels(tmp_path):
+    (tmp_path / "config").mkdir()
+    wheels = {"sha256": "cd" * 32, "packages": [{"name": "m", "version": "1", "member": "m/x.gguf"}]}
+    (tmp_path / "config" / "a.yaml").write_text(json.dumps({"models": {"other_name": wheels}}))
+    local = {"path": str(tmp_path / "absent.gguf"), "sha256": "cd" * 32}
+    assert build._packaged_elsewhere("gpu_model", local, tmp_path) == wheels
+    with pytest.raises(WhichshotError, match="no config in .* pins sha256 efef"):
+        build._packaged_elsewhere("gpu_model", {**local, "sha256": "ef" * 32}, tmp_path)
+
+
 def test_a_local_model_is_read_from_the_seeded_cache(tmp_path):
     config = {"file": "configs/gpu.yaml", "local_models": {"qwen": "ab" * 32}}
     command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 4, config)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from whichshot.errors import WhichshotError
 from whichshot.offline import installer
-from whichshot.offline.build import build_bundle, format_summary, this_machine_platform
+from whichshot.offline.build import REPO, build_bundle, format_summary, this_machine_platform
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     build.add_argument("--extra", action="append", default=[], dest="extras", help="a pyproject extra")
     build.add_argument("--without-models", action="store_true", help="leave the model files out")
+    checkout = "the git checkout to bundle (default: the one this package runs from)"
+    build.add_argument("--source", type=Path, default=REPO, help=checkout)
     build.add_argument("-o", "--output", required=True, type=Path, help="a new folder, or a .tar file")
     install = commands.add_parser("install", help="install a bundle here (no network)")
     installer.add_arguments(install)
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             args.platforms or [this_machine_platform()],
             args.extras,
             with_models=not args.without_models,
+            source_root=args.source,
         )
     except WhichshotError as exc:
         print(f"build: {exc}", file=sys.stderr)
