@@ -163,7 +163,7 @@ def download_wheels(
 ) -> list[str]:
     """Wheels of every requirement and its dependencies for the target, with pip. A distribution
     with no wheel is built from its sdist here, once (kept in the user cache), and must build a
-    pure-Python wheel: a platform wheel built here would not be the target's. Returns those names."""
+    pure-Python wheel: a platform wheel built here would not be the target's. Returns those wheels."""
     built_dir = cache_root() / "offline" / "built-wheels"
     built_dir.mkdir(parents=True, exist_ok=True)
     built: list[str] = []
@@ -188,7 +188,8 @@ def download_wheels(
             argv += ["--platform", name]
         result = subprocess.run([*argv, *requirements], capture_output=True, text=True)
         if result.returncode == 0:
-            return built
+            # Built now or by an earlier bundle: the wheels pip took from the built ones.
+            return sorted(p.name for p in dest.glob("*.whl") if (built_dir / p.name).is_file())
         missing = re.search(r"No matching distribution found for (\S+)", result.stderr)
         if not missing or missing.group(1) in built:
             tail = "\n".join(result.stderr.strip().splitlines()[-8:])
