@@ -36,7 +36,7 @@ STAGES: dict[str, tuple[str, ...]] = {  # lowest first; "x/" names a folder, the
     "report": ("whichshot/report/",),
     "archive": ("whichshot/archive/",),
     "cli": ("whichshot/config.py", "whichshot/engine_config.py", "whichshot/entry.py", "whichshot/compare.py",
-            "whichshot/estimate.py"),
+            "whichshot/estimate.py", "whichshot/offline/"),
 }  # fmt: skip
 STAGE_NAMES = list(STAGES)
 RANK = {path: rank for rank, paths in enumerate(STAGES.values()) for path in paths}

@@ -1,0 +1,264 @@
+"""Offline bundles (issue 35): the builder's pieces, the stdlib-only installer, and one real bundle of
+the smoke config built here, installed into a fresh venv with every package index unreachable, and run.
+
+The real test needs the network for the build step only (PyPI, through pip and its cache). The run
+reuses this machine's llama.cpp build when the user cache has one: the bundle carries the engine's
+sdist and the pipeline would rebuild from it offline (minutes on two cores), which
+WHICHSHOT_OFFLINE_REBUILD=1 makes the test do."""
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline import REPO
+from whichshot import pypi
+from whichshot.archive.bundle import write_manifest
+from whichshot.cache import cache_root
+from whichshot.errors import WhichshotError
+from whichshot.offline import build, installer
+from whichshot.offline.build import expand_platforms, project_requirements, this_machine_platform
+
+SMOLLM2 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+# Any index, proxy or mirror the offline steps might try: nothing listens there.
+UNROUTABLE = "http://10.255.255.1:9"
+
+
+def offline_env(cache: Path) -> dict[str, str]:
+    """This environment less pip's configuration and this checkout, with every way out closed."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PIP_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")
+    }
+    env.update(
+        PIP_NO_INDEX="1",
+        PIP_INDEX_URL=f"{UNROUTABLE}/simple",
+        PIP_CONFIG_FILE=os.devnull,
+        HTTP_PROXY=UNROUTABLE,
+        HTTPS_PROXY=UNROUTABLE,
+        NO_PROXY="127.0.0.1,localhost",
+        WHICHSHOT_CACHE=str(cache),
+    )
+    return env
+
+
+def test_platforms_name_the_older_manylinux_tags():
+    expanded = expand_platforms(["manylinux_2_28_x86_64"])
+    assert expanded[0] == "manylinux_2_28_x86_64"
+    assert {"manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64"} <= set(expanded)
+    assert "manylinux_2_29_x86_64" not in expanded
+    legacy = expand_platforms(["manylinux2014_aarch64"])
+    assert legacy[:2] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert expand_platforms(["macosx_14_0_arm64"]) == ["macosx_14_0_arm64"]
+
+
+def test_requirements_are_the_pins_the_extras_and_the_build_backend():
+    plain = project_requirements(REPO / "pyproject.toml", [])
+    assert "snakemake[reports]==9.27.1" in plain and "setuptools>=68" in plain
+    assert not any(r.startswith("pytest") for r in plain)
+    assert "pytest==9.2.0" in project_requirements(REPO / "pyproject.toml", ["test"])
+    with pytest.raises(WhichshotError, match="no extra nope"):
+        project_requirements(REPO / "pyproject.toml", ["nope"])
+
+
+def test_installer_imports_the_standard_library_only():
+    tree = ast.parse(Path(installer.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}  # fmt: skip
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_installer_refuses_an_altered_or_padded_bundle(tmp_path):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "a-1-py3-none-any.whl").write_bytes(b"wheel")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "Snakefile").write_text("rule all:\n")
+    write_manifest(tmp_path)
+    assert installer.verify(tmp_path) == []
+    (tmp_path / "project" / "whichshot.egg-info").mkdir()  # the editable install's, beside the sources
+    (tmp_path / "project" / "whichshot.egg-info" / "PKG-INFO").write_text("x")
+    assert installer.verify(tmp_path) == []
+    (tmp_path / "wheels" / "evil-1-py3-none-any.whl").write_bytes(b"x")
+    (tmp_path / "wheels" / "a-1-py3-none-any.whl").write_bytes(b"changed")
+    (tmp_path / "project" / "Snakefile").unlink()
+    assert installer.verify(tmp_path) == [
+        "missing: project/Snakefile",
+        "altered: wheels/a-1-py3-none-any.whl",
+        "not listed: wheels/evil-1-py3-none-any.whl",
+    ]
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["tarfile filters", "before Python 3.11.4"])
+def test_a_tar_that_reaches_outside_its_folder_is_refused(tmp_path, monkeypatch, filters):
+    import tarfile
+
+    if not filters:
+        monkeypatch.delattr(tarfile, "data_filter")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "install.py").write_text("")
+    good, bad = tmp_path / "good.tar", tmp_path / "bad.tar"
+    with tarfile.open(good, "w") as archive:
+        archive.add(tmp_path / "b", arcname="b")
+    with tarfile.open(bad, "w") as archive:
+        archive.add(tmp_path / "b" / "install.py", arcname="c/../../escaped.py")
+    shutil.rmtree(tmp_path / "b")
+    assert installer.unpacked(good) == tmp_path / "b" and (tmp_path / "b" / "install.py").is_file()
+    with pytest.raises((installer.BundleError, tarfile.FilterError)):
+        installer.unpacked(bad)
+    assert not (tmp_path.parent / "escaped.py").exists()
+
+
+def test_install_says_in_one_line_what_is_wrong(tmp_path):
+    argv = [
+        sys.executable,
+        "-m",
+        "whichshot.offline",
+        "install",
+        str(tmp_path / "nothing"),
+        "--venv",
+        str(tmp_path / "v"),
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    assert (
+        result.returncode == 1
+        and result.stderr == f"install: {tmp_path / 'nothing'} is neither a bundle folder nor a tar file\n"
+    )
+    assert not (tmp_path / "v").exists()
+
+
+def test_a_local_model_missing_here_comes_from_a_config_that_pins_it_to_wheels(tmp_path):
+    (tmp_path / "config").mkdir()
+    wheels = {"sha256": "cd" * 32, "packages": [{"name": "m", "version": "1", "member": "m/x.gguf"}]}
+    (tmp_path / "config" / "a.yaml").write_text(json.dumps({"models": {"other_name": wheels}}))
+    local = {"path": str(tmp_path / "absent.gguf"), "sha256": "cd" * 32}
+    assert build._packaged_elsewhere("gpu_model", local, tmp_path) == wheels
+    with pytest.raises(WhichshotError, match="no config in .* pins sha256 efef"):
+        build._packaged_elsewhere("gpu_model", {**local, "sha256": "ef" * 32}, tmp_path)
+
+
+def test_a_local_model_is_read_from_the_seeded_cache(tmp_path):
+    config = {"file": "configs/gpu.yaml", "local_models": {"qwen": "ab" * 32}}
+    command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 4, config)
+    overlay = tmp_path / "venv" / "whichshot-configs" / "gpu.local-models.json"
+    assert json.loads(overlay.read_text()) == {
+        "models": {"qwen": {"path": str(tmp_path / "cache/models" / f"{'ab' * 32}.gguf")}}
+    }
+    assert command.endswith(f"--configfile ../configs/gpu.yaml {overlay} --cores 4")
+    assert "PIP_NO_INDEX=1" in command and "--replace-workflow-config" in command
+
+
+def test_a_missing_distribution_fails_loudly_without_an_index(tmp_path, monkeypatch):
+    for name in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    with pytest.raises(WhichshotError, match="could not download llama-cpp-python==0.3.36"):
+        pypi.download("llama-cpp-python", "0.3.36", tmp_path, sdist=True)
+    seeded = tmp_path / "llama_cpp_python-0.3.36.tar.gz"
+    seeded.write_bytes(b"sdist")
+    monkeypatch.setattr(pypi.subprocess, "run", lambda *a, **k: pytest.fail("pip ran for a cached file"))
+    assert pypi.download("llama-cpp-python", "0.3.36", tmp_path, sdist=True) == seeded
+
+
+def test_a_bundle_without_models_names_them_and_verifies(tmp_path, monkeypatch):
+    def wheels(requirements, python_version, platforms, dest):
+        assert "pandas==3.1.1" in requirements and platforms == ["manylinux_2_28_x86_64"]
+        dest.mkdir(parents=True)
+        (dest / "pandas-3.1.1-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+        return []
+
+    def source(spec, cache, dest):
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "llama_cpp_python-0.3.36.tar.gz").write_bytes(b"sdist")
+        return {**spec, "file": "sources/llama_cpp_python-0.3.36.tar.gz"}
+
+    monkeypatch.setattr(build, "download_wheels", wheels)
+    monkeypatch.setattr(build, "_bundle_source", source)
+    out = tmp_path / "b.tar"
+    smoke = REPO / "tests" / "configs" / "smoke.yaml"
+    summary = build.build_bundle([smoke], out, "3.12", ["manylinux_2_28_x86_64"], [], with_models=False)
+    root = installer.unpacked(out)
+    assert root == tmp_path / "b" and installer.verify(root) == []
+    assert summary["files"] == sum(1 for p in root.rglob("*") if p.is_file())
+    described = json.loads((root / "bundle.json").read_text())
+    assert described["models"] == [{"name": "smollm2_135m", "sha256": SMOLLM2, "file": ""}]
+    assert described["configs"] == [{"file": "configs/smoke.yaml", "local_models": {}}]
+    assert "Models left out" in (root / "README.txt").read_text()
+    assert (root / "install.py").read_text() == Path(installer.__file__).read_text()
+    assert (root / "project" / "Snakefile").is_file() and not (root / "project" / "results").exists()
+    with pytest.raises(installer.BundleError, match="wheels are for Python 3.99"):
+        installer.check_interpreter({"python_version": "3.99"})
+
+
+def seed_engine_builds(cache: Path) -> list[str]:
+    """Copy the user cache's llama.cpp builds into `cache`, their binaries' paths moved with them."""
+    seeded = []
+    for home in sorted((cache_root() / "engines").glob("llama_cpp-*")):
+        if not (home / "build.json").is_file():
+            continue
+        target = cache / "engines" / home.name
+        shutil.copytree(home, target)
+        build = json.loads((target / "build.json").read_text())
+        for info in build["binaries"].values():
+            info["path"] = str(target / Path(info["path"]).relative_to(home))
+        (target / "build.json").write_text(json.dumps(build, indent=2))
+        seeded.append(home.name)
+    return seeded
+
+
+@pytest.mark.network
+@pytest.mark.e2e
+def test_a_bundle_installs_and_runs_the_smoke_grid_offline(tmp_path):
+    started = time.monotonic()
+    bundle = tmp_path / "smoke-bundle.tar"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    smoke = REPO / "tests" / "configs" / "smoke.yaml"
+    built = subprocess.run(
+        [sys.executable, "-m", "whichshot.offline", "build", "--config", str(smoke),
+         "--python-version", python, "--platform", this_machine_platform(), "-o", str(bundle)],
+        capture_output=True, text=True, cwd=REPO, timeout=1800,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert bundle.is_file() and "models" in built.stdout
+    build_s = time.monotonic() - started
+
+    cache = tmp_path / "cache"
+    env = offline_env(cache)
+    if os.environ.get("WHICHSHOT_OFFLINE_REBUILD") != "1":
+        assert seed_engine_builds(cache), "no llama.cpp build in the user cache (the e2e fixture makes one)"
+    # The base interpreter in isolated mode without site-packages: the installer has the stdlib only.
+    base_python = Path(sys.base_prefix) / "bin" / f"python{python}"
+    installed = subprocess.run(
+        [str(base_python), "-I", "-S", "-", "--venv", str(tmp_path / "venv"), "--cores", "1", str(bundle)],
+        input=Path(installer.__file__).read_text(), capture_output=True, text=True, env=env, timeout=1800,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    install_s = time.monotonic() - started - build_s
+    command = installed.stdout.strip().splitlines()[-1]
+    root = tmp_path / "smoke-bundle"
+    assert command.startswith(f"cd {root / 'project'} && env ")
+    assert (cache / "models" / f"{SMOLLM2}.gguf").is_file()
+    assert [p.name for p in (cache / "sources").iterdir()] == ["llama_cpp_python-0.3.36.tar.gz"]
+
+    dry = subprocess.run(
+        ["bash", "-c", command + " -n"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    ran = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=3600)
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    run_s = time.monotonic() - started - build_s - install_s
+    results = root / "project" / "results"
+    assert (results / "shots.parquet").is_file()
+    assert (results / "engines" / "llama_cpp" / "build.json").is_file()
+    # Nothing was downloaded: no model wheels appeared in the cache, the one sdist is the bundle's.
+    assert not (cache / "wheels").exists()
+    assert [p.name for p in (cache / "sources").iterdir()] == ["llama_cpp_python-0.3.36.tar.gz"]
+    print(f"offline bundle: build {build_s:.0f} s, install {install_s:.0f} s, run {run_s:.0f} s")

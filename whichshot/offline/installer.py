@@ -1,0 +1,249 @@
+"""Install an offline bundle on a node without network: the standard library only.
+
+The node has no whichshot yet, so the bundle carries this file as install.py and runs it with any
+python3 of the bundle's target version:
+
+    python3 BUNDLE/install.py --venv DIR [--cache DIR]
+
+It checks every file against the bundle's manifest, makes the venv, installs the project and its
+pinned wheels with pip's index switched off, copies the models and engine sources into the cache
+where the pipeline's fetch steps look first, and prints the command that runs each config. Nothing
+here may reach the network: pip runs with --no-index, and the printed command sets PIP_NO_INDEX so
+a pipeline step that misses the cache fails instead of downloading.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import venv
+from pathlib import Path
+
+MANIFEST = "manifest-sha256.txt"
+DESCRIPTION = "bundle.json"
+# The editable install and a run write into the project folder: its new files are never listed.
+RUN_OUTPUTS = ("project/",)
+
+
+class BundleError(Exception):
+    """One line saying why the bundle cannot be installed."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="install.py", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.add_argument(
+        "bundle",
+        nargs="?",
+        default=str(Path(__file__).resolve().parent),
+        help="the bundle folder or .tar (default: this file's folder)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        install(Path(args.bundle), Path(args.venv), cache_dir(args.cache), args.cores)
+    except BundleError as exc:
+        print(f"install: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The installer's options (also those of `python -m whichshot.offline install`)."""
+    parser.add_argument("--venv", required=True, help="the virtual environment to create or reuse")
+    parser.add_argument("--cache", help="whichshot's cache to seed (default: what the pipeline uses)")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="cores in the printed command")
+
+
+def cache_dir(given: str | None) -> Path:
+    """The cache the pipeline reads when a config leaves cache_dir empty (whichshot.cache.cache_root)."""
+    if given:
+        return Path(given).expanduser().resolve()
+    if os.environ.get("WHICHSHOT_CACHE"):
+        return Path(os.environ["WHICHSHOT_CACHE"]).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).resolve() / "whichshot"
+
+
+def install(bundle: Path, venv_dir: Path, cache: Path, cores: int) -> list[str]:
+    """Verify, install and seed; return (and print) the command that runs each config."""
+    root = unpacked(bundle)
+    problems = verify(root)
+    if problems:
+        raise BundleError(f"{root} does not match its manifest: " + "; ".join(problems[:5]))
+    described = json.loads((root / DESCRIPTION).read_text(encoding="utf-8"))
+    check_interpreter(described)
+    venv_dir = venv_dir.expanduser().resolve()
+    python = make_venv(venv_dir)
+    pip_install(python, root, described["extras"])
+    caches = {cache, *(Path(c).expanduser().resolve() for c in described["config_cache_dirs"] if c)}
+    for target in sorted(caches):
+        seed_cache(root, described, target)
+    missing = [m for m in described["models"] if not m["file"]]
+    for model in missing:
+        print(
+            f"not in the bundle: model {model['name']} (sha256 {model['sha256']}); place its GGUF "
+            f"at {cache / 'models' / (model['sha256'] + '.gguf')} before running"
+        )
+    commands = [run_command(root, venv_dir, cache, cores, config) for config in described["configs"]]
+    print(f"installed {root} into {venv_dir}; cache {cache}")
+    for command in commands:
+        print(command)
+    return commands
+
+
+def unpacked(bundle: Path) -> Path:
+    """The bundle's folder; a .tar is unpacked beside itself first (once)."""
+    bundle = bundle.expanduser().resolve()
+    if bundle.is_dir():
+        return bundle
+    if not bundle.is_file() or not tarfile.is_tarfile(bundle):
+        raise BundleError(f"{bundle} is neither a bundle folder nor a tar file")
+    with tarfile.open(bundle) as archive:
+        top = {Path(name).parts[0] for name in archive.getnames()}
+        if len(top) != 1:
+            raise BundleError(f"{bundle} must hold one top folder, holds {sorted(top)}")
+        root = bundle.parent / top.pop()
+        if not root.exists():
+            _extract(archive, bundle.parent)
+    return root
+
+
+def _extract(archive: tarfile.TarFile, dest: Path) -> None:
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(dest, filter="data")
+        return
+    # Before Python 3.11.4 (Debian 12's 3.11.2) tarfile has no filters: refuse what they would.
+    for member in archive.getmembers():
+        if Path(member.name).is_absolute() or ".." in Path(member.name).parts or member.issym():
+            raise BundleError(f"{member.name}: a bundle holds plain files under its folder only")
+    archive.extractall(dest)  # noqa: S202 - every member checked above
+
+
+def verify(root: Path) -> list[str]:
+    """Files missing, altered, or present yet not listed (the project folder may gain run outputs)."""
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        return [f"no {MANIFEST}"]
+    listed = {}
+    for line in manifest.read_text(encoding="utf-8").splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    problems = []
+    for name, digest in sorted(listed.items()):
+        path = root / name
+        if not path.is_file():
+            problems.append(f"missing: {name}")
+        elif sha256_file(path) != digest:
+            problems.append(f"altered: {name}")
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        name = path.relative_to(root).as_posix()
+        if name not in listed and name != MANIFEST and not name.startswith(RUN_OUTPUTS):
+            problems.append(f"not listed: {name}")
+    return problems
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_interpreter(described: dict) -> None:
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if running != described["python_version"]:
+        raise BundleError(
+            f"the bundle's wheels are for Python {described['python_version']}, this is {running} "
+            f"({sys.executable}): run install.py with a python{described['python_version']}"
+        )
+
+
+def make_venv(venv_dir: Path) -> Path:
+    python = venv_dir / "bin" / "python"
+    if not python.exists():
+        try:
+            venv.EnvBuilder(with_pip=True).create(venv_dir)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise BundleError(
+                f"could not create the venv {venv_dir} with {sys.executable} ({exc}); a distribution's "
+                "python may lack ensurepip (Debian and Ubuntu: the python3-venv package)"
+            ) from None
+    return python
+
+
+def pip_install(python: Path, root: Path, extras: list[str]) -> None:
+    """The project, editable, and every dependency from the bundle's wheels; the index is off."""
+    project = str(root / "project") + (f"[{','.join(extras)}]" if extras else "")
+    argv = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(root / "wheels"),
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "-e",
+        project,
+    ]
+    # The node's pip configuration (an index, find-links, constraints) must not add sources.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    result = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-15:])
+        raise BundleError(f"pip could not install from the bundle's wheels:\n{tail}")
+
+
+def seed_cache(root: Path, described: dict, cache: Path) -> None:
+    """Models as <cache>/models/<sha256>.gguf and engine sdists in <cache>/sources/: the names the
+    pipeline's fetch steps find before they would download anything."""
+    for model in described["models"]:
+        if model["file"]:
+            _copy_in(root / model["file"], cache / "models" / f"{model['sha256']}.gguf", model["sha256"])
+    for source in described["sources"]:
+        _copy_in(root / source["file"], cache / "sources" / Path(source["file"]).name, source["sha256"])
+
+
+def _copy_in(source: Path, target: Path, sha256: str) -> None:
+    if target.is_file() and sha256_file(target) == sha256:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    shutil.copyfile(source, partial)
+    os.replace(partial, target)
+
+
+def run_command(root: Path, venv_dir: Path, cache: Path, cores: int, config: dict) -> str:
+    """The shell command that runs one config from the bundle's project folder, offline."""
+    files = [f"../{config['file']}"]
+    if config["local_models"]:
+        # A model read from a local path on the connected machine is read from the cache here: this
+        # file, given after the config, replaces its path (the sha256 pin stays the config's).
+        overlay = venv_dir / "whichshot-configs" / f"{Path(config['file']).stem}.local-models.json"
+        overlay.parent.mkdir(parents=True, exist_ok=True)
+        paths = {
+            name: {"path": str(cache / "models" / f"{sha}.gguf")}
+            for name, sha in config["local_models"].items()
+        }
+        overlay.write_text(json.dumps({"models": paths}, indent=1) + "\n", encoding="utf-8")
+        files.append(str(overlay))
+    env = [
+        f'PATH={shlex.quote(str(venv_dir / "bin"))}:"$PATH"',
+        f"WHICHSHOT_CACHE={shlex.quote(str(cache))}",
+        "PIP_NO_INDEX=1",
+    ]
+    # --cores last: --configfile takes every word up to the next option, so targets can follow.
+    snakemake = ["snakemake", "--replace-workflow-config", "--configfile", *files, "--cores", str(cores)]
+    return f"cd {shlex.quote(str(root / 'project'))} && env {' '.join(env)} {shlex.join(snakemake)}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
