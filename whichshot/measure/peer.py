@@ -33,7 +33,6 @@ from whichshot.measure.bench import not_benched_because
 from whichshot.measure.protocol import JobContext, prompt_of
 
 TOOL = "llama-benchy"
-TOOL_VERSION = "0.4.0"  # the pin in pyproject.toml's peer extra; the record keeps what ran
 OUTPUT_TAIL_CHARS = 4000
 
 
@@ -131,31 +130,37 @@ def corpus_text(ctx: JobContext, server: Any) -> str:
 
 
 def run_peer(ctx: JobContext, plan: PeerPlan) -> dict[str, Any]:
-    """Start a server as the series did, run the peer against it, stop it; the peer's record."""
+    """Start a server as the series did, run the peer against it, stop it; the peer's record. Its
+    JSON and the server's log stay in the series' log folder (peer/); the tokenizer and its HOME
+    are scratch."""
     t_start_s = time.monotonic()
-    work_dir = Path(tempfile.mkdtemp(prefix="peer-", dir=ctx.log_dir if ctx.log_dir.is_dir() else None))
-    out = work_dir / "llama-benchy.json"
+    log_dir = ctx.log_dir / "peer"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    out = log_dir / "llama-benchy.json"
+    out.unlink(missing_ok=True)  # an earlier attempt's
     record: dict[str, Any] = {"tool": TOOL, "argv": None, "error": None}
-    try:
-        tokenizer = gguf_tokenizer(ctx.model_path, work_dir / "tokenizer")
-    except Exception as exc:  # a model without a vocabulary (synthetic weights), or no transformers
-        return {**record, "error": f"no tokenizer for the peer: {type(exc).__name__}: {exc}"}
-    server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, work_dir / "server.log")
-    try:
-        base_url = getattr(server, "base_url", None)
-        if base_url is None:
-            return {**record, "error": "the engine's server has no HTTP address for the peer"}
-        with served_text(corpus_text(ctx, server)) as book_url:
-            argv = peer_argv(plan, base_url, ctx.job.model, tokenizer, book_url, out)
-            # Its corpus cache goes to HOME; offline: every name it could fetch is given as a file.
-            env = {**os.environ, "HOME": str(work_dir), "HF_HUB_OFFLINE": "1"}
-            result = run_tied(argv, env=env)
-    finally:
-        server.stop()
+    with tempfile.TemporaryDirectory(prefix="whichshot-peer-") as scratch:
+        try:
+            tokenizer = gguf_tokenizer(ctx.model_path, Path(scratch) / "tokenizer")
+        except Exception as exc:  # a model without a vocabulary (synthetic weights), or no transformers
+            return {**record, "error": f"no tokenizer for the peer: {type(exc).__name__}: {exc}"}
+        server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, log_dir / "server.log")
+        try:
+            base_url = getattr(server, "base_url", None)
+            if base_url is None:
+                return {**record, "error": "the engine's server has no HTTP address for the peer"}
+            with served_text(corpus_text(ctx, server)) as book_url:
+                argv = peer_argv(plan, base_url, ctx.job.model, tokenizer, book_url, out)
+                # Its corpus cache goes to HOME; offline: every name it could fetch is given as a file.
+                env = {**os.environ, "HOME": scratch, "HF_HUB_OFFLINE": "1"}
+                result = run_tied(argv, env=env)
+        finally:
+            server.stop()
+    t_end_s = time.monotonic()
     record = {**record, "argv": argv, "exit_code": result.returncode,
               "output_tail": (result.stdout + result.stderr)[-OUTPUT_TAIL_CHARS:],
-              "t_start_mono_s": t_start_s, "t_end_mono_s": time.monotonic(),
-              "wall_s": round(time.monotonic() - t_start_s, 1)}  # fmt: skip
+              "t_start_mono_s": t_start_s, "t_end_mono_s": t_end_s,
+              "wall_s": round(t_end_s - t_start_s, 1)}  # fmt: skip
     if not out.exists():
         tail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
         return {**record, "error": f"{TOOL} wrote no result (exit {result.returncode}): {tail}"}
