@@ -28,6 +28,7 @@ class PeerRuns:
     values: dict[str, list[float]] = field(default_factory=dict)
     source_ids: list[str] = field(default_factory=list)
     work: list[str] = field(default_factory=list)
+    asked: int = 0  # runs asked for over the cell's series (a run the tool lost has no values)
 
 
 def source_id(job_id: str) -> str:
@@ -57,6 +58,7 @@ def cell_peer_runs(runs: list[dict[str, Any]]) -> PeerRuns | None:
     pooled = PeerRuns()
     for run in applies:
         pooled.source_ids.append(source_id(run["job_id"]))
+        pooled.asked += (run["peer_client"]["work"] or {}).get("runs", 0)
         if missing_because(run):
             continue
         done = run["peer_client"]["run"]["parsed"]
@@ -85,7 +87,8 @@ def peer_figures(catalog: Catalog) -> list[figure.Figure]:
                 pooled.source_ids,
                 unit,
                 cell=cell,
-                formula=f"{PEER} {work}: mean of {len(samples)} run(s) of {DEFINITIONS[metric]}",
+                formula=f"{PEER} {work}: mean of {len(samples)} run(s) of {pooled.asked} asked, of "
+                f"{DEFINITIONS[metric]}",
                 computed_by=peer_figures,
                 timed_by=PEER,
                 which_shot=f"{PEER}'s own protocol (its warm-up run, then its runs) against a fresh server "

@@ -139,7 +139,7 @@ def peer_client_work_differs(catalog: Catalog) -> Finding | None:
         "messages (the template's tokens come out of its length); ours are the prompt's token ids, as they "
         "are. Its TTFT is to the first stream chunk with content, timed in its Python client (aiohttp); its "
         "decode speed counts the tokens after the first content chunk over the time to the last one. Both "
-        "ignore EOS for the whole output budget.",
+        "ignore EOS for the whole output budget. Our host-load check does not cover its runs.",
         source_ids=sources,
     )
 
