@@ -18,6 +18,7 @@ from whichshot.figures.metrics import (
     named_metrics,
     places,
 )
+from whichshot.figures.peer_figures import PEER_METRICS
 from whichshot.figures.workload_figures import COUNT_RATIOS, SHARES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,8 @@ def test_every_metric_a_family_declares_is_in_the_table():
         *(metric for metric, *_ in SHARES),
         *(constant.metric for constant in CONSTANTS),
         *ANSWER_METRICS,
+        *PEER_METRICS,
+        *(ratio for _values, _ours, ratio, _unit in PEER_METRICS.values()),
     }
     assert declared - named_metrics() == set()
 

@@ -106,11 +106,12 @@ class ProcessGroup:
         _signal_group(self.popen.pid, signal.SIGKILL)
 
 
-def run_tied(argv: list[str]) -> subprocess.CompletedProcess[str]:
+def run_tied(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """argv run to its end with its output captured as text, its process group tied to the harness
-    like an engine's: stopped, with all it started, if the harness is interrupted or dies."""
+    like an engine's: stopped, with all it started, if the harness is interrupted or dies. env: the
+    whole environment it gets (None: ours)."""
     group = ProcessGroup(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
         stdout, stderr = group.popen.communicate()

@@ -73,8 +73,9 @@ SIDES = (
 # The sections that list figures by metric (or by kind), in report order: (key, title, intro).
 SECTIONS = (
     ("crosschecks", "Cross-checks: two timers side by side",
-     "Our client against the engine's own timings, and the engine's warm speed against llama-bench "
-     "(another tool with its own protocol)."),
+     "Our client against the engine's own timings, the engine's warm speed against llama-bench "
+     "(another tool with its own protocol), and our warm TTFT and decode against a peer's OpenAI client "
+     "(llama-benchy, when bench.peer_client is on)."),
     ("power", "Clock ratio, clock drops and outliers",
      "Is a warm slowdown only the clock? Each prediction assumes a fixed cycle count per token."),
     ("ceilings", "Physical ceilings: how close to the wall?",
@@ -219,6 +220,10 @@ METRICS: tuple[Metric, ...] = (
             for end in ("", "_low", "_high")
         ),
         *(f"bench_{test}_tok_s{end}" for test in ("pp", "tg") for end in ("", "_lowest", "_highest")),
+        "ttft_vs_peer_ratio",
+        "decode_vs_peer_ratio",
+        "peer_ttft_s",
+        "peer_decode_tok_s",
     ),
     *_listed(
         "power",

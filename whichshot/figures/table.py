@@ -24,6 +24,7 @@ from whichshot.figures.figure import Figure
 from whichshot.figures.load_figures import load_figures
 from whichshot.figures.node_figures import node_figures
 from whichshot.figures.outlier_figures import outlier_figures
+from whichshot.figures.peer_figures import peer_figures
 from whichshot.figures.speedup_model_figures import speedup_model_figures
 from whichshot.figures.trace_figures import trace_figures
 from whichshot.figures.workload_figures import workload_figures
@@ -38,6 +39,7 @@ FAMILIES = (
     energy_figures,
     client_engine_figures,
     bench_figures,
+    peer_figures,
     clock_ratio_figures,
     clock_drop_figures,
     outlier_figures,

@@ -12,6 +12,7 @@ from whichshot.atomic import JsonlJournal, write_json_atomic
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import process_tree
 from whichshot.measure.bench import bench_record, bracketed, plan_for
+from whichshot.measure.peer import peer_step
 from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.measure.verify_cost import run_verify_probe, verify_plan
 from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot
@@ -145,7 +146,7 @@ def measure_series(
     ctx: JobContext, outputs: SeriesOutputs, telemetry: dict[str, Any], bench: dict[str, Any]
 ) -> None:
     """The whole job: the series under its telemetry, bracketed by llama-bench (a drafted series
-    followed by its verification-cost probe), holding the
+    followed by its verification-cost probe, a warm one by the peer client's run), holding the
     series' journal and the machine's measurement lock; the journals get their final names last,
     the shots after everything else, so a failure before that (a kill in the after-bracket, a full
     disk for bench.json) leaves every finished shot to the rerun."""
@@ -154,9 +155,9 @@ def measure_series(
         shots = functools.partial(run_series_with_telemetry, ctx, outputs.shots, outputs.telemetry, telemetry)
         series, brackets = bracketed(plan, shots)
         verify = run_verify_probe(*verify_plan(ctx, series.records, bench))
-        write_json_atomic(
-            outputs.bench, {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify}
-        )
+        peer = peer_step(ctx, bench.get("peer_client"))
+        record = {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify, "peer_client": peer}
+        write_json_atomic(outputs.bench, record)
         JsonlJournal(outputs.telemetry).promote()
         JsonlJournal(outputs.shots).promote()
 

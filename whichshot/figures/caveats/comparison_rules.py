@@ -9,6 +9,7 @@ from whichshot.figures.cells import group_cells, shots_in
 from whichshot.figures.constants import BENCH_TOLERANCE, CLIENT_ENGINE_TOLERANCE
 from whichshot.figures.crosscheck_figures import BENCH_TESTS, CLIENT_ENGINE_METRIC
 from whichshot.figures.figure import Figure
+from whichshot.figures.peer_figures import PEER, PEER_METRICS, peers_missing
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
 from whichshot.shots.caveat import Finding, flag_false, ids
 from whichshot.shots.lossless import counterpart_key
@@ -102,6 +103,43 @@ def rival_tool_figure(catalog: Catalog) -> Finding | None:
         "rival_tool_figure",
         "llama-bench figures come from another tool with its own protocol (warm-up run, mean of "
         "repetitions): compare them with our warm figures, never with a cold shot.",
+        source_ids=sources,
+    )
+
+
+def _peer_sources(catalog: Catalog) -> frozenset[str]:
+    """The peer runs that a figure with a value rests on."""
+    peer_metrics = set(PEER_METRICS)
+    return frozenset(
+        s for f in catalog.figures if f.metric in peer_metrics and f.value is not None for s in f.source_ids
+    )
+
+
+def peer_client_not_measured(catalog: Catalog) -> Finding | None:
+    missing = peers_missing(catalog.bench_runs)
+    if not missing:
+        return None
+    return Finding(
+        "peer_client_not_measured",
+        f"{PEER} was asked for (bench.peer_client) but gave no numbers for {len(missing)} series "
+        f"({'; '.join(sorted(set(missing.values())))}): its figures there are not measured.",
+        source_ids=frozenset(missing),
+    )
+
+
+def peer_client_work_differs(catalog: Catalog) -> Finding | None:
+    sources = _peer_sources(catalog)
+    if not sources:
+        return None
+    return Finding(
+        "peer_client_work_differs",
+        f"{PEER} runs its own protocol (a warm-up run, then its runs) against a fresh server started as "
+        "the series' was, right after it. Its prompt is cut at random offsets from our prompt text, counted "
+        "by the model's tokenizer converted from the GGUF, and sent to /v1/chat/completions as chat "
+        "messages (the template's tokens come out of its length); ours are the prompt's token ids, as they "
+        "are. Its TTFT is to the first stream chunk with content, timed in its Python client (aiohttp); its "
+        "decode speed counts the tokens after the first content chunk over the time to the last one. Both "
+        "ignore EOS for the whole output budget. Our host-load check does not cover its runs.",
         source_ids=sources,
     )
 
@@ -301,6 +339,8 @@ COMPARISON_RULES = (
     client_engine_disagree,
     bench_disagree,
     rival_tool_figure,
+    peer_client_not_measured,
+    peer_client_work_differs,
     synthetic_text_in_use,
     lossless_check_failed,
     output_lengths_differ,
