@@ -97,3 +97,14 @@ def test_a_port_another_program_answers_on_is_refused_and_the_engine_stopped(tmp
         foreign.server_close()
     assert (tmp_path / "server.log").exists()  # the engine was started, then stopped with its watchdog
     assert [p for p in child_processes() if p.pid not in before] == []
+
+
+def test_a_tied_run_past_its_time_is_stopped_with_what_it_started(tmp_path):
+    marker = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {marker}; wait"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        process_module.run_tied(["bash", "-c", script], timeout_s=1.0)
+    assert time.monotonic() - started < 20
+    child = int(marker.read_text())
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE

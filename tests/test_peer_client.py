@@ -17,7 +17,7 @@ from whichshot.measure.protocol import run_job
 
 FIXTURE = Path(__file__).parent / "fixtures" / "peer" / "llama-benchy-0.4.0.json"
 PROMPT_TOKENS, OUTPUT_TOKENS, RUNS = 64, 16, 2
-ON = {"enabled": True, "command": None, "runs": RUNS}
+ON = {"enabled": True, "command": None, "runs": RUNS, "timeout_s": 600}
 
 
 def test_parser_on_recorded_output():

@@ -106,15 +106,17 @@ class ProcessGroup:
         _signal_group(self.popen.pid, signal.SIGKILL)
 
 
-def run_tied(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_tied(
+    argv: list[str], env: dict[str, str] | None = None, timeout_s: float | None = None
+) -> subprocess.CompletedProcess[str]:
     """argv run to its end with its output captured as text, its process group tied to the harness
-    like an engine's: stopped, with all it started, if the harness is interrupted or dies. env: the
-    whole environment it gets (None: ours)."""
+    like an engine's: stopped, with all it started, if the harness is interrupted or dies, or after
+    timeout_s (subprocess.TimeoutExpired). env: the whole environment it gets (None: ours)."""
     group = ProcessGroup(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
-        stdout, stderr = group.popen.communicate()
+        stdout, stderr = group.popen.communicate(timeout=timeout_s)
     finally:
         group.stop(_STOP_GRACE_S)
     return subprocess.CompletedProcess(argv, group.popen.returncode, stdout, stderr)

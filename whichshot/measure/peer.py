@@ -44,6 +44,7 @@ class PeerPlan:
     prompt_tokens: int
     output_tokens: int
     runs: int
+    timeout_s: float  # the whole run, its warm-up included: past it the peer is stopped
 
 
 def find_tool(peer: dict[str, Any]) -> str | None:
@@ -153,7 +154,7 @@ def run_peer(ctx: JobContext, plan: PeerPlan) -> dict[str, Any]:
                 argv = peer_argv(plan, base_url, ctx.job.model, tokenizer, book_url, out)
                 # Its corpus cache goes to HOME; offline: every name it could fetch is given as a file.
                 env = {**os.environ, "HOME": scratch, "HF_HUB_OFFLINE": "1"}
-                result = run_tied(argv, env=env)
+                result = run_tied(argv, env=env, timeout_s=plan.timeout_s)
         finally:
             server.stop()
     t_end_s = time.monotonic()
@@ -210,7 +211,8 @@ def peer_step(ctx: JobContext, peer: dict[str, Any] | None) -> dict[str, Any]:
     tool = find_tool(peer)
     if tool is None:
         return peer_record(True, f"{TOOL} is not installed (pip install '.[peer]')", None, None)
-    plan = PeerPlan(tool, len(prompt_of(ctx, "A")["token_ids"]), ctx.output_tokens, peer["runs"])
+    prompt_tokens = len(prompt_of(ctx, "A")["token_ids"])
+    plan = PeerPlan(tool, prompt_tokens, ctx.output_tokens, peer["runs"], peer["timeout_s"])
     try:
         run = run_peer(ctx, plan)
     except Exception as exc:  # a cross-check's failure is told in the report, not raised
