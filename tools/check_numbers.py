@@ -44,7 +44,7 @@ RANGE = re.compile(r"(\d)[-–](\d)")  # 20-25: two numbers
 CONSTANTS = REPO / "whichshot" / "figures" / "constants.py"
 DEFAULTS = REPO / "whichshot" / "schemas" / "config.schema.yaml"
 CLAIMS = REPO / "claims"
-TEXT_SUFFIXES = {".yaml", ".yml", ".json", ".csv", ".md", ".txt", ".toml"}
+TEXT_SUFFIXES = {".yaml", ".yml", ".json", ".csv", ".tsv", ".log", ".md", ".txt", ".toml"}
 
 
 def claims(markdown: str) -> list[tuple[int, str, str]]:
