@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whichshot.engine.process import run_tied
+from whichshot.engine.process import LOOPBACK, run_tied
 from whichshot.measure.bench import not_benched_because
 from whichshot.measure.protocol import JobContext, prompt_of
 
@@ -113,11 +113,11 @@ def served_text(text: str) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/corpus.txt"
+        yield f"http://{LOOPBACK}:{server.server_address[1]}/corpus.txt"
     finally:
         server.shutdown()
         server.server_close()
