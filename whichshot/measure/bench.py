@@ -44,15 +44,17 @@ def tool_unavailable(bench: dict[str, Any], has_bench: bool) -> str | None:
 
 def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str | None:
     """Why this series gets no llama-bench brackets (None: it gets them)."""
-    unavailable = tool_unavailable(bench, has_bench)
-    if unavailable:
-        return unavailable
+    return tool_unavailable(bench, has_bench) or not_comparable_because(job, "llama-bench")
+
+
+def not_comparable_because(job: Job, tool: str) -> str | None:
+    """Why another tool's timing of one warm request at a time does not compare with this series."""
     if job.protocol != "warm" or job.workload != BASE_WORKLOAD:
-        return "only warm series of the protocol grid are set against llama-bench (it times warm runs)"
+        return f"only warm series of the protocol grid are set against {tool} (it times warm runs)"
     if job.spec_mode != NO_DRAFT:
-        return "llama-bench does not draft: only series without speculative decoding are compared"
+        return f"{tool} does not draft: only series without speculative decoding are compared"
     if job.parallel_streams != ONE_STREAM:
-        return "llama-bench times one stream: series of parallel streams are not compared"
+        return f"{tool} times one stream: series of parallel streams are not compared"
     return None
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.engine.process import LOOPBACK, run_tied
-from whichshot.measure.bench import not_benched_because
+from whichshot.measure.bench import not_comparable_because
 from whichshot.measure.protocol import JobContext, prompt_of
 
 TOOL = "llama-benchy"
@@ -59,9 +59,7 @@ def not_peered_because(ctx: JobContext, peer: dict[str, Any] | None) -> str | No
     """Why the peer is not set against this series (None: it is)."""
     if not peer or not peer["enabled"]:
         return "bench.peer_client.enabled is false"
-    # The same series as llama-bench's: warm, base workload, no drafting, one stream.
-    reason = not_benched_because(ctx.job, {"enabled": True}, True)
-    return reason.replace("llama-bench", TOOL) if reason else None
+    return not_comparable_because(ctx.job, TOOL)  # the series llama-bench is set against too
 
 
 def peer_argv(
