@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 import yaml
+from snakemake.utils import update_config  # snakemake's own merge of config files: what a run does
 
 from whichshot.claims.grid import extend_grid
 from whichshot.claims.load import load_claims
@@ -91,6 +92,19 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_traces(config)
     _check_placement(config)
     return config
+
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
+REPLACES_DEFAULT = "--replace-workflow-config"  # a ready config that says so is run without the default
+
+
+def config_as_run(path: str | Path, default: Path = DEFAULT_CONFIG) -> dict[str, Any]:
+    """The config Snakemake runs with `--configfile path`: the file on top of the default config,
+    unless the file says it is run with --replace-workflow-config; checked, with the schema's defaults."""
+    text = Path(path).read_text(encoding="utf-8")
+    config = {} if REPLACES_DEFAULT in text else yaml.safe_load(default.read_text(encoding="utf-8"))
+    update_config(config, yaml.safe_load(text))
+    return check_config(copy.deepcopy(config))
 
 
 def check_config_file(path: str | Path) -> None:

@@ -7,7 +7,8 @@ import pandas as pd
 
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.cells import Cell, group_cells
+from whichshot.figures.cells import Cell, group_cells, shots_in
+from whichshot.figures.comparison import Pair, comparison_figures
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
 # (figure, numerator column, denominator column, words): ratios of summed counts over the shots used
@@ -43,6 +44,7 @@ SHARES = (
     ("code_parses_share", "code_parses", "code parses as Python 3"),
 )
 SPEEDUP_METRIC = "speedup_vs_none"
+SPEED = "decode_tok_s"
 
 
 def workload_figures(catalog: Catalog) -> list[figure.Figure]:
@@ -50,31 +52,32 @@ def workload_figures(catalog: Catalog) -> list[figure.Figure]:
     for cell, rows in group_cells(catalog.shots):
         if cell["workload"] == BASE_WORKLOAD:
             continue
-        figures += _speedup(catalog, cell)
+        figures += _speedup(catalog, cell, rows)
         if cell["spec_mode"] != NO_DRAFT:
             figures += _count_ratios(catalog, cell, rows)
         figures += _shares(catalog, cell, rows)
     return figures
 
 
-def _speedup(catalog: Catalog, cell: Cell) -> list[figure.Figure]:
+def _speedup(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
+    """The drafted cell's decode speed over the no-draft cell's, processes as the unit, with its
+    interval and verdict (figures.comparison)."""
     base = {**cell, "spec_mode": NO_DRAFT}
-    ours, theirs = catalog.find(cell, "decode_tok_s"), catalog.find(base, "decode_tok_s")
-    if cell["spec_mode"] == NO_DRAFT or ours is None or theirs is None:
+    base_rows = shots_in(catalog.shots, base)
+    if cell["spec_mode"] == NO_DRAFT or base_rows.empty:
         return []
-    return [
-        figure.from_figures(
-            SPEEDUP_METRIC,
-            [ours, theirs],
-            "ratio",
-            unit="ratio",
-            baseline=base,
-            computed_by=workload_figures,
-            formula=f"decode tok/s with {cell['spec_mode']} / decode tok/s without drafting, same cell "
-            "otherwise; "
-            f"each the cell's {cell['protocol']} figure",
-        )
-    ]
+    rule = catalog.rule(cell["protocol"])
+    selections = (rule.select(rows, SPEED), rule.select(base_rows, SPEED))
+    return comparison_figures(speedup_pair(cell), selections, catalog.verdict_margin, workload_figures)
+
+
+def speedup_pair(cell: Cell, metric: str = SPEEDUP_METRIC) -> Pair:
+    """What a drafted cell's speed-up compares: its decode speed over the same cell's without drafting."""
+    base = {**cell, "spec_mode": NO_DRAFT}
+    words = (
+        f"{SPEED} with {cell['spec_mode']} / without drafting (same cell otherwise, {cell['protocol']} rule)"
+    )
+    return Pair(metric, SPEED, cell, base, "spec_mode", False, cell, base, words)
 
 
 def _count_ratios(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:

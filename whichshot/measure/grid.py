@@ -227,7 +227,7 @@ def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
 def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> list[Job]:
     """engines x models x items (workloads, trace requests) x every mode that applies to the engine x
     {cold; warm at the first rest} x repeats, with the workloads' series lengths."""
-    protocol = {**config["protocol"], **_workload_protocol(config["workloads"])}
+    protocol = workload_protocol(config)
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     modes = config["spec_modes"]
     axes = itertools.product(config["engines"], models, items, modes, shapes, protocol["engine_warmup"],
@@ -252,10 +252,12 @@ def on_nodes(jobs: list[Job], nodes: list[str]) -> list[Job]:
     return [replace(job, node_requested=node) for job in jobs for node in nodes]
 
 
-def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
-    """Workload series lengths where the config sets them apart from the protocol grid's."""
-    keys = ("cold_processes", "warm_shots")
-    return {key: workloads[key] for key in keys if workloads.get(key) is not None}
+def workload_protocol(config: dict[str, Any]) -> dict[str, Any]:
+    """The protocol the workloads (and traces) run: the grid's, with the series lengths and repeats
+    the workloads section sets apart."""
+    workloads = config["workloads"]
+    keys = ("cold_processes", "warm_shots", "repeats")
+    return {**config["protocol"], **{key: workloads[key] for key in keys if workloads.get(key) is not None}}
 
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.caveats.gates import STRUCK_MEANS
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.metrics import (
@@ -56,6 +57,7 @@ def render_report(
     return ENV.get_template("index.html.j2").render(
         run_id=run_id,
         answer=answer_block(figures),
+        struck_means=STRUCK_MEANS,
         run=run_summary(shots),
         short_cell=short_cell,
         inferred_apart=inferred_apart(tables),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from whichshot.figures.caveats.gates import STRUCK_MEANS
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.metrics import (
     CHECKS,
@@ -265,8 +266,7 @@ def render_summary(
             "",
             *workload_table(tables.workloads, numbers),
             "",
-            f"— = does not apply. ✗ = a speed-up between cells where the model did not do the task (its "
-            f"task check failed): not the task's speed-up. Checks: {md(checks)}.",
+            f"— = does not apply. ✗ = {md(STRUCK_MEANS)}. Checks: {md(checks)}.",
             "",
         ]
     if tables.speedup_model:

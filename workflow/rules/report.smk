@@ -12,6 +12,7 @@ rule compute_figures:
         ENV
     params:
         warm_fraction=config["protocol"]["warm_fraction"],
+        verdict_margin=config["protocol"]["verdict_margin"],
     script:
         "../scripts/compute_figures.py"
 

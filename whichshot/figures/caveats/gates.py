@@ -1,17 +1,37 @@
-"""Is a figure gated out, and why: the one rule the plots, the speed-up tables and the claim verdicts
-share. A figure carrying task_not_done (the model did not do the task) or lossless_check_failed (the
-drafted output is other text than the no-draft output) is not the task's speed, so it is never shown
-or counted as a win."""
+"""Is a figure gated out, and why: the one rule the answer block, the plots, the speed-up tables and
+the claim verdicts share. A figure carrying task_not_done (the model did not do the task),
+task_gate_not_checked (nobody knows whether it did), lossless_check_failed (the drafted output is
+other text than the no-draft output) or lossless_not_checked (nobody compared) is not known to be the
+task's speed, so it is never shown or counted as a win.
+
+The tables read a figure's caveat ids; the answer block, made before caveats are attached, asks
+GateCheck, which runs the same gate rules and the same `touches` as `attach`: both agree by
+construction."""
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from whichshot.figures.caveats.comparison_rules import LOSSLESS_CHECK_FAILED
-from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.caveats.comparison_rules import (
+    LOSSLESS_CHECK_FAILED,
+    LOSSLESS_NOT_CHECKED,
+    lossless_check_failed,
+    lossless_not_checked,
+)
+from whichshot.figures.caveats.finding import ACROSS_COLUMNS, touches
+from whichshot.figures.caveats.task_rules import (
+    TASK_GATE_NOT_CHECKED,
+    TASK_NOT_DONE,
+    task_gate_not_checked,
+    task_not_done,
+)
 from whichshot.figures.clock_figures import NOT_CHECKABLE_HERE
+from whichshot.figures.figure import Figure
+from whichshot.shots.axes import AXES
 
-__all__ = ["GATES", "NOT_CHECKABLE_HERE", "Gate", "gate_label", "gate_words", "gated_out", "gates_failed"]
+__all__ = ["GATES", "NOT_CHECKABLE_HERE", "STRUCK_MEANS", "Gate", "GateCheck", "gate_label", "gate_words",
+           "gated_out", "gates_failed"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -28,8 +48,17 @@ class Gate:
 
 GATES = (
     Gate(TASK_NOT_DONE, "gate failed", "task not done (its workload's task gate failed)"),
+    Gate(TASK_GATE_NOT_CHECKED, "gate not checked", "the task gate could not be checked"),
     Gate(LOSSLESS_CHECK_FAILED, "lossy", "output not lossless (differs from the no-draft output)"),
+    Gate(LOSSLESS_NOT_CHECKED, "lossless not checked", "output never compared with the no-draft output"),
 )
+# What a struck speed-up means, for a table's legend (HTML and Markdown alike).
+STRUCK_MEANS = (
+    "a speed-up a gate strikes (the task gate failed or could not be checked, or the output is not the "
+    "no-draft output or was never compared with it): not the task's speed-up, never a win"
+)
+# The caveat rules behind GATES, in its order.
+GATE_RULES = (task_not_done, task_gate_not_checked, lossless_check_failed, lossless_not_checked)
 
 
 def gates_failed(caveat_ids: Iterable[str] | None) -> list[Gate]:
@@ -51,3 +80,18 @@ def gate_label(gates: list[Gate]) -> str:
 def gate_words(gates: list[Gate]) -> str:
     """'gate failed: task not done (...)' for each failed gate, joined; '' for none."""
     return "; ".join(gate.words() for gate in gates)
+
+
+class GateCheck:
+    """The gates a figure fails, before caveats are attached: the gate rules run once over the
+    catalog, and a figure fails a gate where its finding touches it (finding.touches, as attach)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        found = (rule(catalog) for rule in GATE_RULES)
+        self._findings = {finding.caveat_id: finding for finding in found if finding is not None}
+        self._axes_of = catalog.shots.set_index("shot_id")[[*AXES, *ACROSS_COLUMNS]]
+
+    def gates(self, figure: Figure) -> list[Gate]:
+        return [gate for gate in GATES
+                if gate.caveat_id in self._findings
+                and touches(self._findings[gate.caveat_id], figure, self._axes_of)]  # fmt: skip
