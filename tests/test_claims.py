@@ -197,8 +197,8 @@ def test_a_match_by_a_minority_of_readings_is_marked_so_and_names_the_statistic_
     assert row["status"] == "minority match"
     assert (row["readings_compared"], row["readings_within"], row["statistics_within"]) == (7, 1, 0)
     assert row["verdict"].startswith(
-        "minority match: no protocol statistic matches, only 1 of 7 readings within (claimed 90, tolerance 1%); "
-        "protocol statistic: "
+        "minority match: no protocol statistic matches, only 1 of 7 readings within (claimed 90, "
+        "tolerance 1%); protocol statistic: "
         "m p64: warm statistic (shots 3-6) = 70 (22% lower); other readings within: m p64: warm shot 1 = 90"
     )
     jsonschema.validate(row, record_schema("claim_verdicts"))  # the new status is one the table knows
