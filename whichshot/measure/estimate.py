@@ -154,7 +154,9 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate]) -> li
             f"(prefill {speeds.prefill_tok_s:.0f} tok/s, decode {speeds.decode_tok_s:.0f} tok/s, "
             f"{speeds.startup_s:.1f} s to ready: {speeds.source})"
         )
-    lines.append("  not counted: model downloads, engine builds, llama-bench brackets, the report")
+    lines.append(
+        "  not counted: model downloads, engine builds, llama-bench brackets, verify probes, the report"
+    )
     return lines
 
 

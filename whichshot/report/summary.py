@@ -275,9 +275,12 @@ def render_summary(
             "",
             *speedup_model_table(tables.speedup_model, numbers),
             "",
-            "Predicted = decoded tokens / (plain steps + verification steps × verify cost); verify cost = "
-            "this engine's time for a batch of the last token and k drafts over one token, on this machine "
-            "(llama-bench at the series' depth). Unexplained = measured / predicted - 1.",
+            "Predicted = decoded tokens / (plain steps + verification steps × step), step = none(k) + a × "
+            "token(k) one-token steps at the cell's mean draft k and accepted a: the server's own step "
+            "times, timed right after each drafted series with no draft or every draft accepted (its verify "
+            "probe); kernel share = none(k) / step, per-token share = a × token(k) / step. Verify cost, "
+            "kernel only = llama-bench's batch of the last token and k drafts over one token, no sampling. "
+            "Unexplained = measured / predicted - 1.",
             "",
         ]
     if tables.load:
