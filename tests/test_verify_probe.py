@@ -163,6 +163,8 @@ def test_the_plan_times_the_caps_width_and_the_asked_ones_up_to_it(tmp_path):
         ({"job": {"parallel_streams": 2}}, "the probe times one stream"),
         ({"shots": [{**SHOTS[0], "status": "failed"}]}, "no ok shot with a known draft cap"),
         ({"job": {"context_tokens": 512}}, "does not fit the context (512)"),
+        ({"job": {"repeat": 2}, "bench": {**BENCH, "verify_probe": {**BENCH["verify_probe"], "repeats": 1}}},
+         "bench.verify_probe.repeats is 1: later repeats of the cell are not probed"),
     ],
 )  # fmt: skip
 def test_a_series_the_probe_cannot_serve_says_why(tmp_path, change, reason):
@@ -209,6 +211,8 @@ def test_the_probe_times_every_point_on_the_real_server(probed):
         assert [len(r["readings"]) for r in point["requests"]] == [3, 5, 5]
         # the prompt's cache kept between requests: the timed ones prefill next to nothing
         assert all(r["prompt_n"] < point["prompt_tokens"] // 2 for r in timed)
+        # the host's other work beside each request, as a shot records it
+        assert all(r["host_foreign_cores"] is not None for r in point["requests"])
 
 
 def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
@@ -266,6 +270,15 @@ def test_a_probe_that_spread_too_far_feeds_no_prediction_and_says_so():
     assert found[PREDICTED_SPEEDUP].value is None and found[PREDICTED_SPEEDUP].shot_ids  # examined, cited
     unsteady = caveats["verify_probe_unsteady"]
     assert found[PREDICTED_SPEEDUP].figure_id in unsteady["figure_ids"] and "x1.40" in unsteady["sentence"]
+
+
+def test_a_probe_beside_other_work_is_flagged():
+    """Two engine threads on two cores leave none idle: 0.5 cores of other work is beyond the 0.1 margin."""
+    found, caveats = _drafted_run(probe_record(17, [10.0], [20.0], [60.0], foreign_cores=0.5))
+    busy = caveats["verify_probe_host_busy"]
+    assert found[PREDICTED_SPEEDUP].figure_id in busy["figure_ids"] and "0.50 cores" in busy["sentence"]
+    _quiet, caveats = _drafted_run(probe_record(17, [10.0], [20.0], [60.0], foreign_cores=0.05))
+    assert "verify_probe_host_busy" not in caveats
 
 
 def test_a_probe_that_failed_is_named():

@@ -73,6 +73,11 @@ class PointSamples:
         return f"{self.server}.w{self.width}"
 
 
+def probe_source(job_id: str) -> str:
+    """The source id of a series' server verify probe (a point's adds .{server}.w{width})."""
+    return f"llama-server:results/bench/{job_id}.json#verify_probe"
+
+
 def point_samples(probes: list[tuple[str, dict[str, Any]]], server: str, width: int) -> PointSamples:
     """Every timed request's sample at the point, over the probes (job id, record)."""
     samples, sources = [], []
@@ -84,7 +89,7 @@ def point_samples(probes: list[tuple[str, dict[str, Any]]], server: str, width: 
                 steady_median_ms(r["readings"], server, width) for r in point["requests"] if not r["warm_up"]
             ]
             samples += [s for s in taken if s is not None]
-            sources.append(f"llama-server:results/bench/{job_id}.json#verify_probe.{server}.w{width}")
+            sources.append(f"{probe_source(job_id)}.{server}.w{width}")
     return PointSamples(server, width, samples, sources)
 
 

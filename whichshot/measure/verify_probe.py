@@ -21,10 +21,12 @@ the steps and the cost model from the files. A failure is recorded, never raised
 are the job's product."""
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from whichshot.measure.host_load import HostLoad
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.verify_cost import drafted_shape
 from whichshot.prepare.corpus import pydoc_topics_text
@@ -90,6 +92,8 @@ def _not_probed_because(ctx: JobContext, bench: dict[str, Any], probe: dict[str,
         return "the series drafts nothing"
     if ctx.job.parallel_streams != ONE_STREAM:
         return "the probe times one stream: series of parallel streams are not probed"
+    if probe.get("repeats") is not None and ctx.job.repeat > probe["repeats"]:
+        return f"bench.verify_probe.repeats is {probe['repeats']}: later repeats of the cell are not probed"
     if ctx.engine.forced_acceptance_args(1, True) is None:
         return "the engine kind cannot force its drafts' acceptance"
     return None
@@ -108,7 +112,8 @@ def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
     """The probe's plan and every request's readings; an error ends it where it happened (the
     readings so far are kept)."""
     record: dict[str, Any] = {"not_run": None, "error": None, **dataclasses.asdict(plan), "servers": {},
-                              "points": [], "t_start_mono_s": time.monotonic()}  # fmt: skip
+                              "points": [], "threads": ctx.settings.threads, "cpu_count": os.cpu_count(),
+                              "t_start_mono_s": time.monotonic()}  # fmt: skip
     text_ids: list[int] = []
     try:
         for server_name, accept_all in ((ACCEPT_NONE, False), (ACCEPT_ALL, True)):
@@ -150,12 +155,15 @@ def probe_prompt(text_ids: list[int], width: int, depth_tokens: int) -> list[int
 def _time_point(
     server: Any, plan: ProbePlan, name: str, width: int, text_ids: list[int], ctx: JobContext
 ) -> dict[str, Any]:
-    """A warm-up request and the timed ones on one prompt (the prompt's cache reused after the first)."""
+    """A warm-up request and the timed ones on one prompt (the prompt's cache reused after the first),
+    each with the other work the host did meanwhile (host_foreign_cores, as a shot records it)."""
     prompt = probe_prompt(text_ids, width, plan.depth_tokens)
     budget = plan.output_tokens(name, width)
     requests = []
     for seed, steps in enumerate([WARM_UP_STEPS] + [plan.steps] * plan.repetitions):
+        load = HostLoad(server.process.pid if server.process is not None else None)
+        load.start()
         reading = server.step_readings(prompt, budget, steps, ctx.shot_timeout_s, seed=seed)
-        requests.append({"warm_up": seed == 0, **reading})
+        requests.append({"warm_up": seed == 0, **reading, **load.stop()})
     return {"server": name, "width": width, "prompt_tokens": len(prompt), "output_tokens": budget,
             "requests": requests}  # fmt: skip

@@ -2,11 +2,12 @@
 verify probe (measure/verify_cost.py, measure/verify_probe.py), which the speed-up cost model rests on."""
 
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
+from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT, busy_threshold_cores
+from whichshot.figures.step_probe import probe_source
 from whichshot.shots.caveat import Finding
 
-# Why a probe did not run that is a choice of the config, or of the series, not a failure.
-CHOSEN = ("bench.enabled is false", "bench.verify_probe.enabled is false", "the series drafts nothing")
+# Why a probe did not run that is a choice of the config (bench.*), or of the series, not a failure.
+CHOSEN = ("bench.", "the series drafts nothing")
 
 
 def verify_probe_unsteady(catalog: Catalog) -> Finding | None:
@@ -36,8 +37,8 @@ def verify_probe_not_measured(catalog: Catalog) -> Finding | None:
         if not probe:
             continue  # a run from before the probe existed
         why = probe.get("error") or probe.get("not_run")
-        if why and why not in CHOSEN:
-            missing[f"llama-server:results/bench/{run['job_id']}.json#verify_probe"] = why
+        if why and not why.startswith(CHOSEN):
+            missing[probe_source(run["job_id"])] = why
     if not missing:
         return None
     return Finding(
@@ -48,4 +49,33 @@ def verify_probe_not_measured(catalog: Catalog) -> Finding | None:
     )
 
 
-PROBE_RULES = (verify_probe_unsteady, verify_probe_not_measured)
+def verify_probe_host_busy(catalog: Catalog) -> Finding | None:
+    """Server verify probes with a timed request during which other work exceeded the cores the
+    engine left idle (busy_threshold_cores, as host_busy judges a shot)."""
+    busy = {}
+    for run in catalog.bench_runs:
+        probe = run.get("verify_probe") or {}
+        limit = busy_threshold_cores(probe.get("cpu_count"), probe.get("threads"))
+        loads = [r.get("host_foreign_cores") for p in probe.get("points", []) for r in p["requests"]
+                 if not r["warm_up"]]  # fmt: skip
+        worst = max((c for c in loads if c is not None), default=None)
+        if worst is not None and worst > limit:
+            busy[probe_source(run["job_id"])] = worst
+    if not busy:
+        return None
+    return Finding(
+        "verify_probe_host_busy",
+        f"Other work ran on the machine during the server's verify probe of {len(busy)} drafted series "
+        f"beyond the cores the engine left idle (worst {max(busy.values()):.2f} cores): its step times, and "
+        "the predictions resting on them, may be slow for reasons outside the engine.",
+        source_ids=frozenset(_point_sources(catalog, busy)),
+    )
+
+
+def _point_sources(catalog: Catalog, probes: dict[str, float]) -> set[str]:
+    """The figures' source ids that name one of these probes' points (and the probes themselves)."""
+    cited = {s for f in catalog.figures for s in f.source_ids}
+    return {s for s in cited if s.startswith(tuple(probes))} | set(probes)
+
+
+PROBE_RULES = (verify_probe_unsteady, verify_probe_not_measured, verify_probe_host_busy)
