@@ -3,14 +3,19 @@ draft accepted or none at the verify widths asked, read back into the cost model
 model that splits a verification step into its forward pass and its accepted tokens."""
 
 import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import yaml
 
 from engines.llama_cpp import add_step_reading
 from tests.fault_kit import child_processes, job_context, warm_job
 from tests.probe_records import probe_record, readings
 from tests.shot_tables import cell, series, table
+from whichshot.config import check_config
+from whichshot.engine import load_engine
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.sse import MalformedStream
 from whichshot.figures.aggregations import compute
@@ -33,6 +38,7 @@ from whichshot.measure.verify_probe import (
     time_verify_steps,
 )
 
+REPO = Path(__file__).resolve().parent.parent
 BENCH = {"enabled": True, "verify_probe": {"enabled": True, "widths": [], "repetitions": 2, "steps": 4}}
 # A drafted series' ok shots: cap 16, prompts of 300 tokens, outputs of 200 -> depth 400.
 SHOTS = [{"status": "ok", "output_tokens": 200, "prompt_tokens": 300, "spec_draft_cap_tokens": 16}] * 2
@@ -286,3 +292,23 @@ def test_a_probe_that_failed_is_named():
     found, caveats = _drafted_run(failed)
     assert PREDICTED_SPEEDUP not in found
     assert "EngineNotReady: boom" in caveats["verify_probe_not_measured"]["sentence"]
+
+
+def test_the_gpu_speedup_config_probes_every_drafted_series_of_its_reference():
+    """config/gpu-speedup-model.yaml's probe on the drafted series of the H100 reference run
+    (results/reference/h100/speedup_model, its shots as recorded): widths 8 and 16 and each mode's
+    cap + 1 (17, 49, 65), every request within the series' context of 2048 tokens."""
+    config = check_config(yaml.safe_load((REPO / "config" / "gpu-speedup-model.yaml").read_text()))
+    shots = pd.read_parquet(REPO / "results" / "reference" / "h100" / "speedup_model" / "shots.parquet")
+    drafted = shots[shots["spec_mode"] != "none"]
+    widths = {}
+    for job_id, rows in drafted.groupby("job_id"):
+        first = rows.iloc[0]
+        job = SimpleNamespace(spec_mode=first["spec_mode"], parallel_streams=1, repeat=int(first["repeat"]))
+        settings = SimpleNamespace(context_tokens=int(first["context_tokens_requested"]))
+        ctx = SimpleNamespace(job=job, engine=load_engine("llama_cpp"), settings=settings)
+        plan, reason = probe_plan(ctx, rows.to_dict("records"), config["bench"])
+        assert reason is None, (job_id, reason)
+        widths[first["spec_mode"]] = plan.widths
+    assert len(drafted["job_id"].unique()) == 18
+    assert widths == {"ngram_simple": (8, 16, 17), "ngram_map_k": (8, 16, 49), "ngram_mod": (8, 16, 65)}
