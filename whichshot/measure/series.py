@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whichshot.atomic import JsonlJournal, write_json_atomic
+from whichshot.atomic import JsonlJournal, promote_together, write_json_atomic
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import process_tree
 from whichshot.measure.bench import bench_record, bracketed, plan_for
@@ -147,9 +147,10 @@ def measure_series(
 ) -> None:
     """The whole job: the series under its telemetry, bracketed by llama-bench (a drafted series
     followed by its verification-cost probe, a warm one by the peer client's run), holding the
-    series' journal and the machine's measurement lock; the journals get their final names last,
-    the shots after everything else, so a failure before that (a kill in the after-bracket, a full
-    disk for bench.json) leaves every finished shot to the rerun."""
+    series' journal and the machine's measurement lock; the journals get their final names last
+    (promote_together: the shots first, each journal kept until both have theirs), so a failure
+    before that (a kill in the after-bracket, a full disk for bench.json, a kill between the two
+    renames) leaves every finished shot and sample to the rerun."""
     plan, not_run = plan_for(ctx, bench)
     with JsonlJournal(outputs.shots).locked(), measurement_lock():
         shots = functools.partial(run_series_with_telemetry, ctx, outputs.shots, outputs.telemetry, telemetry)
@@ -158,8 +159,7 @@ def measure_series(
         peer = peer_step(ctx, bench.get("peer_client"))
         record = {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify, "peer_client": peer}
         write_json_atomic(outputs.bench, record)
-        JsonlJournal(outputs.telemetry).promote()
-        JsonlJournal(outputs.shots).promote()
+        promote_together([JsonlJournal(outputs.shots), JsonlJournal(outputs.telemetry)])
 
 
 def tag_sample(job_id: str, sample: dict[str, Any], shots: list[dict[str, Any]]) -> dict:
