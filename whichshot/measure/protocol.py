@@ -120,6 +120,7 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
     process_seq = 1 + max((r["process_seq"] for r in resumed), default=0)
     state: _ProcessState | None = None
     engine_died = False
+    warm_up_failed: _WarmUpFailure | None = None
     try:
         for position in range(1, ctx.job.series_length + 1):
             if position in finished:
@@ -129,13 +130,15 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
                 _stop(state)
                 state = _start(ctx, process_seq, reason)
                 process_seq += 1
-                if ctx.job.protocol == "warm":
-                    _precondition(ctx, state)
+                warm_up_failed = _precondition(ctx, state) if ctx.job.protocol == "warm" else None
             elif ctx.job.rest_s > 0:
                 time.sleep(ctx.job.rest_s)
             if ctx.progress is not None:
                 ctx.progress(position)
-            record = _run_shot(ctx, state, position)
+            if warm_up_failed is not None:
+                record, warm_up_failed = _precondition_failed(ctx, state, position, warm_up_failed), None
+            else:
+                record = _run_shot(ctx, state, position)
             with _writable(journal):
                 journal.append(record)
             measured.append(record)
@@ -286,14 +289,53 @@ def _request(ctx: JobContext, variant: str, end_mark: _EndMark | None = None) ->
     )
 
 
-def _precondition(ctx: JobContext, state: _ProcessState) -> None:
-    """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing."""
-    deadline = time.monotonic() + ctx.job.precondition_s
+@dataclass(frozen=True)
+class _WarmUpFailure:
+    """A precondition shot that failed: its error and the window of the unmeasured warm-up."""
+
+    error: str
+    t_start_s: float
+    t_end_s: float
+
+
+def _precondition(ctx: JobContext, state: _ProcessState) -> _WarmUpFailure | None:
+    """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing.
+    A failed one ends them and is returned (the caller records it in the next shot's place)."""
+    t_start_s = time.monotonic()
+    deadline = t_start_s + ctx.job.precondition_s
     while time.monotonic() < deadline:
-        outcome = state.server.shot(_request(ctx, "A"))
+        try:
+            outcome = state.server.shot(_request(ctx, "A"))
+        except (WhichshotError, requests.RequestException) as exc:
+            state.shots_served += 1  # a request the process was sent: the record's shot index
+            state.requests_served += 1
+            return _WarmUpFailure(f"{type(exc).__name__}: {exc}", t_start_s, time.monotonic())
         state.shots_served += 1 + outcome.extra_requests
         state.requests_served += 1 + outcome.extra_requests
         state.precondition_shots += 1
+    return None
+
+
+def _precondition_failed(
+    ctx: JobContext, state: _ProcessState, position: int, failure: _WarmUpFailure
+) -> dict[str, Any]:
+    """The record of a shot not sent because its process's warm-up failed: failed, with the warm-up's
+    error and window. Kept like any shot, so a rerun resumes after it instead of failing again."""
+    process = state.server.process
+    died = process is not None and process.exited(grace_s=1.0)
+    tell(f"whichshot: {ctx.job.job_id}: a precondition shot failed ({failure.error}); shot {position} "
+         "is recorded as failed in its place and the series goes on")  # fmt: skip
+    return {
+        **_identity(ctx, state, position),
+        "prompt_variant": ctx.job.prompt_variant(position),
+        "prompt_sha256": _prompt_sha256(ctx, ctx.job.prompt_variant(position)),
+        **empty_result_fields(),
+        "status": "failed",
+        "error": f"precondition shot failed, shot not sent: {failure.error}",
+        "engine_died": died,
+        "t_request_mono_s": failure.t_start_s,
+        "t_end_mono_s": failure.t_end_s,
+    }
 
 
 def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
