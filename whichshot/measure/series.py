@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from whichshot.atomic import JsonlJournal, promote_together, write_json_atomic
+from whichshot.engine.engine_host import engine_host
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import process_tree
 from whichshot.measure.bench import bench_record, bracketed, plan_for
@@ -26,12 +27,18 @@ class RecorderTelemetry:
     samples, and whether NVML sees each engine process on them."""
 
     def __init__(
-        self, recorder: TelemetryRecorder, caveats: list[dict[str, str]], gpus: GpuChoice = NO_NVML
+        self,
+        recorder: TelemetryRecorder,
+        caveats: list[dict[str, str]],
+        gpus: GpuChoice = NO_NVML,
+        engine_elsewhere: str | None = None,
     ) -> None:
         self.recorder = recorder
         self.gpus = gpus
         self._gpu_checks: dict[int, str] = {}
         unreadable = {c["sensor"] for c in caveats if c["id"] == NOT_READABLE}
+        if engine_elsewhere is not None:  # no sampler here reads that host
+            unreadable.add(f"every sensor: the engine runs on {engine_elsewhere}, not this machine")
         self.not_measured = "|".join(sorted(unreadable)) or None
         fallbacks = {f"{c['sensor']}: {c['reason']}" for c in caveats if c["id"] == FALLBACK}
         self.fallbacks = "|".join(sorted(fallbacks)) or None
@@ -102,11 +109,12 @@ def run_series_with_telemetry(
     """Run the job's shots under the sampler. This attempt's samples, tagged with its own shots and
     processes, join the telemetry journal (an earlier attempt's stay in it); neither journal is
     promoted here (measure_series does, last)."""
-    backends, caveats, gpus = open_backends(
-        telemetry["backends"], ctx.engine.gpu_use(ctx.build, ctx.settings)
-    )
+    where = engine_host(ctx.build)
+    names = telemetry["backends"] if where.this_machine else ["none"]  # this machine's sensors: not its
+    backends, caveats, gpus = open_backends(names, ctx.engine.gpu_use(ctx.build, ctx.settings))
     recorder = TelemetryRecorder(backends, interval_s=telemetry["interval_s"])
-    ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus)
+    elsewhere = None if where.this_machine else where.host
+    ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus, engine_elsewhere=elsewhere)
     shots = SeriesShots()
     try:
         with recorder:
