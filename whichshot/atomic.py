@@ -67,15 +67,9 @@ class JsonlJournal:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def promote(self) -> None:
-        """Give the journal its final name: the job is complete."""
-        if not self.partial_path.exists():
-            self.partial_path.touch()
-        os.replace(self.partial_path, self.final_path)
-
     def publish(self) -> None:
         """Give the journal's records their final name as well, keeping the journal itself (a
-        hard link; a copy where the filesystem has none): see promote_together."""
+        hard link; a copy where the filesystem has none): promote_together then drops the journal."""
         if not self.partial_path.exists():
             self.partial_path.touch()
         self.final_path.unlink(missing_ok=True)
@@ -117,8 +111,8 @@ def _line(record: dict[str, Any]) -> str:
 
 
 def promote_together(journals: list[JsonlJournal]) -> None:
-    """Promote several journals of one job, the first most precious: every final name appears before
-    any journal goes, and the journals go in reverse order. A job killed in between fails, and the
+    """Give a job's journals their final names (the job is complete), the first most precious: every
+    final name appears before any journal goes, and the journals go in reverse order. A job killed in between fails, and the
     workflow then deletes its outputs: every journal still there is resumed by the rerun, so a kill
     before the last final name appears loses nothing, and one after it at most the later journals'."""
     for journal in journals:
