@@ -112,9 +112,10 @@ def _line(record: dict[str, Any]) -> str:
 
 def promote_together(journals: list[JsonlJournal]) -> None:
     """Give a job's journals their final names (the job is complete), the first most precious: every
-    final name appears before any journal goes, and the journals go in reverse order. A job killed in between fails, and the
-    workflow then deletes its outputs: every journal still there is resumed by the rerun, so a kill
-    before the last final name appears loses nothing, and one after it at most the later journals'."""
+    final name appears before any journal goes, and the journals go in reverse order. A job killed
+    in between fails, and the workflow then deletes its outputs: every journal still there is
+    resumed by the rerun, so a kill before the last final name appears loses nothing, and one after
+    it at most the later journals'."""
     for journal in journals:
         journal.publish()
     for journal in reversed(journals):
