@@ -33,6 +33,7 @@ from whichshot.figures.table import compute_figures
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext, run_job
 from whichshot.measure.series import run_series_with_telemetry
+from whichshot.report.plots import tok_s_by_shot_index
 from whichshot.report.render import render_report
 from whichshot.shots.upgrade import upgrade_shots
 
@@ -257,6 +258,9 @@ def test_warm_prefill_from_the_servers_prompt_cache_is_struck(plain, prompt_ids,
     assert struck and all(c.startswith("cache hit: prompt read from the engine") for c in struck)
     assert any(warm["prefill_tok_s"]["figure_id"] in c for c in struck)
     assert not any(warm["decode_tok_s"]["figure_id"] in c for c in struck)
+    plot = tok_s_by_shot_index(frame)  # the per-shot prefill points are crossed out too
+    gids = {artist.get_gid() for axis in plot.axes for artist in axis.collections}
+    assert "gated: cache hit" in gids
 
 
 # -- a server on another host ------------------------------------------------------------------------
