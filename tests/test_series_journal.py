@@ -5,6 +5,7 @@ is taken, which shots an attempt's samples are tagged with, what a drafter has s
 import dataclasses
 import json
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -259,9 +260,12 @@ def _outputs(tmp_path, job) -> SeriesOutputs:
                            (("shots", "jsonl"), ("telemetry", "jsonl"), ("bench", "json"))))  # fmt: skip
 
 
-def test_two_runs_of_one_series_cannot_both_write(tmp_path, echo):
+def test_two_runs_of_one_series_cannot_both_write(tmp_path, echo, monkeypatch):
     """A second run of a series while the first measures (two snakemake runs started by hand) stops
     with one line at once: it neither waits to measure the series again nor writes to its journal."""
+    # The machine's measurement lock in a folder of this test's own: other measurements on this
+    # machine must not hold up the first run (the second would wait on it, lock or no lock).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     job = warm_job(shots=2, length=16)
     outputs = _outputs(tmp_path, job)
     telemetry = {"backends": ["none"], "interval_s": 0.05}
