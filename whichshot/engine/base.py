@@ -77,6 +77,15 @@ class ShotOutcome:
     # Requests the engine served beyond the shot to complete its record (a replay): they count
     # as served by the process, so the next shot's index shows them.
     extra_requests: int = 0
+    # True where the engine built the prompt's tokens itself (a chat template around the text, a
+    # text prompt it tokenized): then prompt_tokens_engine, not the ids sent, is what it prefilled.
+    prompt_built_by_engine: bool = False
+    # The model id the engine's answer named (an OpenAI server's `model` field); None: not said.
+    served_model: str | None = None
+    # How many deliveries of the stream (engine.sse) carried the token events (None: not known),
+    # and which of the stream's events were the token events.
+    token_deliveries: int | None = None
+    token_event_indexes: list[int] = field(default_factory=list)
 
 
 class RunningEngine(Protocol):
@@ -90,6 +99,10 @@ class RunningEngine(Protocol):
     # The warm-up its process showed it ran before it reported ready (ONE_DECODE or NO_WARMUP), as
     # its log or its own answer says; None where nothing it shows tells (shots' engine_warmup_run).
     warmup_observed: str | None
+
+    # A server whichshot attached to may also say when its process started, read before each shot
+    # so that a restart is seen (None where it does not say):
+    # def process_start_mark(self) -> str | None
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]: ...
 

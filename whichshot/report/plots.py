@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8})
 import pandas as pd  # noqa: E402
 
-from whichshot.figures.caveats.gates import gate_label, gated_out  # noqa: E402
+from whichshot.figures.caveats.gates import gate_label, gated_out, struck_by  # noqa: E402
 from whichshot.figures.trace_figures import MIX_AXES  # noqa: E402
 from whichshot.report.tables import LOAD_AXES, records_of  # noqa: E402
 from whichshot.shots.axes import AXES, AXIS, BASE_WORKLOAD, NO_DRAFT, SERIES_SHAPE, TRACE_WORKLOAD  # noqa: E402  # noqa: E402
@@ -169,6 +169,7 @@ def _speed_by_index(axis, base: pd.DataFrame, metric: str, clock: tuple[str, str
             **style,
             label=f"{_cell_label(first)} warm, {first['rest_s']:g} s rest",
         )
+        _strike_gated(axis, curve["shot_index"].tolist(), curve)  # a prefill read from the cache
         if twin is not None:
             clocks = base[
                 (base["cell_id"] == first["cell_id"])
@@ -399,12 +400,13 @@ def copy_vs_speedup(figures: pd.DataFrame):
 
 
 def _strike_gated(axis, xs, rows: pd.DataFrame) -> None:
-    """A red cross over each gated-out speed-up point (caveats.gates): it is not a win."""
-    gated = [gate_label(gated_out(row)) for row in rows.to_dict("records")]
+    """A red cross over each point a gate strikes (caveats.gates): a speed-up that is not a win, a
+    prefill read from the engine's cache."""
+    gated = [gate_label(struck_by(row)) for row in rows.to_dict("records")]
     struck = [i for i, label in enumerate(gated) if label]
     if struck:
         axis.scatter([xs[i] for i in struck], rows["value"].to_numpy()[struck], marker="x", s=90,
-                     color=GATED_COLOUR, label="✗ gated out (gate failed / lossy)",
+                     color=GATED_COLOUR, label="✗ gated out (gate failed / lossy / cache hit)",
                      gid="gated: " + ", ".join(dict.fromkeys(gated[i] for i in struck)))  # fmt: skip
 
 

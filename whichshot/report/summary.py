@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures.caveats.gates import STRUCK_MEANS
+from whichshot.figures.caveats.gates import STRUCK_MEANS, gate_words, struck_by
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.metrics import (
     CHECKS,
@@ -22,14 +22,16 @@ from whichshot.figures.metrics import (
 from whichshot.report.answer import answer_block, answer_markdown
 from whichshot.report.claims import claims_markdown
 from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, md
-from whichshot.report.tables import SPEEDUP, SideTable, build_tables, check_summary, energy_verdict
+from whichshot.report.tables import SideTable, build_tables, check_summary, energy_verdict
 
 
 def _cell(figure: dict[str, Any] | None, numbers: dict[str, int], missing: str = "not measured") -> str:
     if figure is None:
         return missing
     refs = "".join(f" [{numbers[c]}]" for c in figure["caveat_ids"] if c in numbers)
-    return f"{md(format_bare(figure))} {KIND_LETTERS[figure['kind']]}{refs}"
+    text = f"{md(format_bare(figure))} {KIND_LETTERS[figure['kind']]}{refs}"
+    gates = struck_by(figure)  # struck, never shown as a valid figure
+    return f"✗ ~~{text}~~ ({md(gate_words(gates))})" if gates else text
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -64,14 +66,6 @@ def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     return _table(header, body)
 
 
-def _workload_cell(row: dict[str, Any], metric: str, numbers: dict[str, int]) -> str:
-    """A workload row's figure; a speed-up between cells that did not do the task is set apart."""
-    text = _cell(row["cells"].get(metric), numbers, "—")
-    if metric == SPEEDUP and row["speedup_set_apart"]:
-        return f"✗ ~~{text}~~ ({row['speedup_gate_words']})"
-    return text
-
-
 def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
     shown = [c for c in WORKLOAD_COLUMNS if c[0] != "lossless_share"]
     header = ["engine", "model", "workload", "text", "protocol", "speculative mode"]
@@ -79,7 +73,7 @@ def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[
     header += ["lossless vs none", "checks (shots passing)", "which shot"]
     body = []
     for r in rows:
-        cells = [_workload_cell(r, metric, numbers) for metric, *_ in shown]
+        cells = [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in shown]
         lossless = r["cells"].get("lossless_share")
         checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
         head = [md(r[a]) for a in ("engine_on", "model", "workload", "text_kind", "protocol", "spec_mode")]
@@ -117,7 +111,7 @@ def speedup_model_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> 
     header += [md(f"{title} ({unit})") for _metric, title, unit in SPEEDUP_MODEL_COLUMNS]
     body = [
         [md(r[a]) for a in ("model", "workload", "text_kind", "spec_mode")]
-        + [_workload_cell(r, metric, numbers) for metric, *_ in SPEEDUP_MODEL_COLUMNS]
+        + [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in SPEEDUP_MODEL_COLUMNS]
         for r in rows
     ]
     return _table(header, body)

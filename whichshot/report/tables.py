@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures.caveats.gates import gate_label, gate_words, gated_out
+from whichshot.figures.caveats.gates import gate_label, gate_words, struck_by
 from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import clean
 from whichshot.figures.metrics import (
@@ -243,7 +243,7 @@ def _set_apart_undone(rows: list[dict[str, Any]]) -> None:
     """Mark the rows whose speed-up is gated out (the task gate failed, or the output was not
     lossless): speedup_gate is the short label shown with the struck value, speedup_gate_words why."""
     for row in rows:
-        gates = gated_out(row["cells"].get(SPEEDUP))
+        gates = struck_by(row["cells"].get(SPEEDUP))
         row["speedup_set_apart"] = bool(gates)
         row["speedup_gate"] = gate_label(gates)
         row["speedup_gate_words"] = gate_words(gates)
