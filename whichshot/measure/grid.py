@@ -227,7 +227,7 @@ def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
 def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> list[Job]:
     """engines x models x items (workloads, trace requests) x every mode that applies to the engine x
     {cold; warm at the first rest} x repeats, with the workloads' series lengths."""
-    protocol = {**config["protocol"], **_workload_protocol(config["workloads"])}
+    protocol = {**config["protocol"], **request_series_lengths(config)}
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     modes = config["spec_modes"]
     axes = itertools.product(config["engines"], models, items, modes, shapes, protocol["engine_warmup"],
@@ -252,10 +252,12 @@ def on_nodes(jobs: list[Job], nodes: list[str]) -> list[Job]:
     return [replace(job, node_requested=node) for job in jobs for node in nodes]
 
 
-def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
-    """Workload series lengths where the config sets them apart from the protocol grid's."""
+def request_series_lengths(config: dict[str, Any]) -> dict[str, int]:
+    """cold_processes and warm_shots of the workloads' and the traces' series: the workloads
+    section's where it sets them, else the protocol grid's."""
+    workloads, protocol = config["workloads"], config["protocol"]
     keys = ("cold_processes", "warm_shots")
-    return {key: workloads[key] for key in keys if workloads.get(key) is not None}
+    return {key: protocol[key] if workloads.get(key) is None else workloads[key] for key in keys}
 
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:
