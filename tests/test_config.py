@@ -61,6 +61,21 @@ def test_empty_grid_is_refused():
         check_config(config)
 
 
+def test_workloads_that_would_run_no_series_are_refused():
+    config = copy.deepcopy(DEFAULT)
+    names = config["workloads"]["names"]
+    assert names and config["protocol"]["cold_processes"] and config["protocol"]["warm_shots"]
+    config["workloads"].update(cold_processes=0, warm_shots=0)
+    with pytest.raises(WhichshotError) as refused:
+        check_config(config)
+    assert str(refused.value) == (
+        "invalid config: workloads: cold_processes and warm_shots are both 0 (where unset, the protocol's), "
+        f"so workloads {', '.join(names)} would run no series"
+    )
+    config["workloads"]["warm_shots"] = 2  # warm series only: they run
+    check_config(config)
+
+
 def test_model_needs_exactly_one_source():
     config = copy.deepcopy(DEFAULT)
     config["models"]["smollm2_135m"]["path"] = "/tmp/x.gguf"

@@ -13,6 +13,7 @@ import pytest
 
 from tests.pipeline import REPO
 from tests.report_run import finished_report_run
+from tests.system_packages import CHROMIUM
 from whichshot.figures.caveats import rules
 from whichshot.figures.provenance import KINDS
 from whichshot.report.plots import PLOT_NAMES
@@ -154,6 +155,7 @@ def test_snakemake_report_zip(run):
     assert {f"{name}.png" for name in PLOT_NAMES} <= files
 
 
+@CHROMIUM.needed()
 def test_headless_chromium_renders_a_non_blank_page(run, tmp_path):
     png = tmp_path / "report.png"
     screenshot(run / "results" / "report" / "index.html", png, 1400, 4000)

@@ -188,11 +188,15 @@ def caveat_rows(caveats: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def output_samples(shots: pd.DataFrame) -> list[dict[str, Any]]:
-    """The first shot's output of each engine and model: untrusted text, escaped by the template."""
+    """The first shot's output of each engine, model and workload (the protocol grid's continued text
+    is one): untrusted text, escaped by the template."""
     ok = shots[(shots["status"] == "ok") & (shots["series_position"] == 1)]
-    firsts = ok.sort_values("shot_id").groupby(["engine", "model"], sort=True).head(1)
+    firsts = ok.sort_values("shot_id").groupby(["engine", "model", "workload"], sort=True).head(1)
     return [
-        {"shot_id": r["shot_id"], "model": r["model"], "text": (r["output_text"] or "")[:SAMPLE_CHARS]}
+        {
+            **{key: r[key] for key in ("shot_id", "model", "workload")},
+            "text": (r["output_text"] or "")[:SAMPLE_CHARS],
+        }
         for r in firsts.to_dict("records")
     ]
 
