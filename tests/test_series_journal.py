@@ -336,10 +336,11 @@ def test_a_kill_between_the_two_final_names_loses_neither_shots_nor_samples(tmp_
     job = warm_job(shots=2, length=16)
     outputs = _outputs(tmp_path, job)
     telemetry = {"backends": ["linux"], "interval_s": 0.05}
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the measurement lock: this test's own
     monkeypatch.setattr(atomic, "os", _KillBetweenFinalNames(outputs))
     with pytest.raises(KeyboardInterrupt):
         measure_series(job_context(tmp_path, job, real=echo), outputs, telemetry, {"enabled": False})
-    monkeypatch.undo()
+    monkeypatch.setattr(atomic, "os", os)
     first_shots = JsonlJournal(outputs.shots).read_existing()
     for path in dataclasses.astuple(outputs):  # Snakemake deletes a failed job's outputs
         path.unlink(missing_ok=True)
