@@ -5,11 +5,12 @@ python3 of the bundle's target version:
 
     python3 BUNDLE/install.py --venv DIR [--cache DIR]
 
-It checks every file against the bundle's manifest, makes the venv, installs the project and its
-pinned wheels with pip's index switched off, copies the models and engine sources into the cache
-where the pipeline's fetch steps look first, and prints the command that runs each config. Nothing
-here may reach the network: pip runs with --no-index, and the printed command sets PIP_NO_INDEX so
-a pipeline step that misses the cache fails instead of downloading.
+It unpacks a .tar by the rules of tarfile's data filter (also where tarfile has none), checks every
+file against the bundle's manifest before the folder takes its place, makes the venv, installs the
+project and its pinned wheels with pip's index switched off, copies the models and engine sources
+into the cache where the pipeline's fetch steps look first, and prints the command that runs each
+config. Nothing here may reach the network: pip runs with --no-index, and the printed command sets
+PIP_NO_INDEX so a pipeline step that misses the cache fails instead of downloading.
 """
 
 import argparse
