@@ -197,11 +197,12 @@ class Vllm:
         install = vllm_venv.install_spec(spec)
         home = cache_root / "engines" / f"vllm-{short_id(install)}"
         with exclusive_lock(home.with_name(home.name + ".lock")):
-            cached = vllm_venv.cached_build(home)
-            if cached:
-                return cached
-            with measurement_lock():  # pip unpacks gigabytes: no measurement beside it
-                return {**vllm_venv.install(home, spec, install), "backend": spec["backend"]}
+            build = vllm_venv.cached_build(home)
+            if build is None:
+                with measurement_lock():  # pip unpacks gigabytes: no measurement beside it
+                    build = vllm_venv.install(home, spec, install)
+        # The same venv serves either backend's flags; the entry says which its processes get.
+        return {**build, "backend": spec["backend"]}
 
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         if "method" not in mode:
@@ -231,7 +232,6 @@ class Vllm:
             # The build's cache held nothing for this setting: that start filled it, unmeasured.
             server.stop()
             server = self._start_once(build, served, settings, extra_args, log_path)
-            server.startup_facts["compile_cache_fill_starts"] = 1
         return server
 
     def _start_once(self, build, served, settings, extra_args, log_path) -> "VllmServer":
@@ -241,16 +241,19 @@ class Vllm:
         argv = server_argv(build, served["folder"], settings, port, extra_args)
         cache_dir, scratch = compile_cache_dir(build, settings.compile_cache)
         base_url = f"http://{LOOPBACK}:{port}"
+        process = None
         try:
             env = server_env(build, settings, cache_dir)
             process, ready_s = start_until_ready(
                 argv, log_path, f"{base_url}/health", settings.ready_timeout_s, env=env
             )
+            return VllmServer(process, base_url, ready_s, argv, served, scratch)
         except BaseException:
+            if process is not None:
+                process.stop()
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
             raise
-        return VllmServer(process, base_url, ready_s, argv, served, settings.compile_cache, scratch)
 
 
 def _cuda(build: dict[str, Any]) -> bool:
@@ -340,7 +343,6 @@ class VllmServer(OpenAIServer):
         ready_s: float,
         argv: list[str],
         served: dict[str, Any],
-        compile_cache: str,
         scratch: Path | None,
     ) -> None:
         super().__init__(process, base_url, ready_s, dict(SERVER), prompt_cache_state(argv))

@@ -173,8 +173,10 @@ def test_cpu_vllm_config_runs_compile_caches_on_vllm_alone(monkeypatch):
     monkeypatch.chdir(ROOT)
     jobs = all_jobs(config_of(ROOT / "config" / "cpu-vllm.yaml"))
     grid = [j for j in jobs if j.workload == "continue_text"]
-    assert {(j.engine, j.compile_cache) for j in grid} == {
-        ("llama_cpp", "engine_default"), ("vllm", "empty"), ("vllm", "filled")
+    # Cold is two questions on vLLM; a warm series and llama.cpp (nothing to compile) run the default.
+    assert {(j.engine, j.protocol, j.compile_cache) for j in grid} == {
+        ("llama_cpp", "cold", "engine_default"), ("llama_cpp", "warm", "engine_default"),
+        ("vllm", "cold", "empty"), ("vllm", "cold", "filled"), ("vllm", "warm", "engine_default"),
     }  # fmt: skip
     assert any(".cc-empty." in j.job_id for j in grid) and not any(
         ".cc-" in j.job_id for j in jobs if j.engine == "llama_cpp"

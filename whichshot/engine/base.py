@@ -45,7 +45,8 @@ class ServerSettings:
 # the engine does not say): its KV cache, the start-up phases it logged, what its compile cache held.
 STARTUP_FACTS = (
     "kv_cache_mib", "kv_cache_cells", "kv_cache_type", "kv_cache_tokens",
-    "engine_load_weights_s", "engine_compile_s", "engine_init_s", "compile_cache_run", "served_model_sha256",
+    "engine_load_weights_s", "engine_compile_s", "engine_warmup_s", "engine_init_s", "compile_cache_run",
+    "served_model_sha256",
 )  # fmt: skip
 
 

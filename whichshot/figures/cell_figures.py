@@ -26,6 +26,7 @@ CELL_COLUMNS = (
     "engine_ttft_s",
     "engine_load_weights_s",
     "engine_compile_s",
+    "engine_warmup_s",
     "engine_init_s",
 )
 # Only workload cells copy from their prompt or repeat themselves, and only their drafted cells

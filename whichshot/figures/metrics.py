@@ -275,6 +275,7 @@ METRICS: tuple[Metric, ...] = (
         # The start-up phases an engine logs (vLLM), beside its cold shots.
         "engine_load_weights_s",
         "engine_compile_s",
+        "engine_warmup_s",
         "engine_init_s",
     ),
 )

@@ -157,17 +157,18 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
             context_tokens_requested=context, order=order, engine_warmup=warmup, prefill_chunk_tokens=chunk,
             parallel_streams=streams, compile_cache=cache, repeat=repeat)
         for engine, model, length, kind, context, order, warmup, chunk, streams, cache, repeat in axes
-        if runs(engine, kind) and cache in engine_compile_caches(config, engine)
+        if runs(engine, kind) and cache in engine_compile_caches(config, engine, kind["protocol"])
     ]  # fmt: skip
 
 
-def engine_compile_caches(config: dict[str, Any], engine: str) -> list[str]:
-    """The protocol's compile caches this engine starts processes with: those of its kind
-    (engine.base.compile_caches); a kind without them (nothing to compile) runs its default alone."""
+def engine_compile_caches(config: dict[str, Any], engine: str, protocol: str) -> list[str]:
+    """The compile caches this engine's series of this protocol start processes with: a cold series
+    each of the protocol's that its kind has (engine.base.compile_caches); a warm series, and a kind
+    without a compile cache (nothing to compile), the engine's default alone: only the first shot
+    of a process could tell them apart."""
     offered = compile_caches(load_engine(config["engines"][engine]["kind"]))
-    return [value for value in config["protocol"]["compile_caches"] if value in offered] or [
-        DEFAULT_COMPILE_CACHE
-    ]
+    asked = config["protocol"]["compile_caches"] if protocol == "cold" else []
+    return [value for value in asked if value in offered] or [DEFAULT_COMPILE_CACHE]
 
 
 def _runnable(config: dict[str, Any]) -> Callable[[str, dict[str, Any]], bool]:
