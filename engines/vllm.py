@@ -226,10 +226,11 @@ class Vllm:
         served = served_model(build, model_path, spec["dtype"], log_path)
         extra_args = converted_draft(build, list(settings.extra_args), spec["dtype"], log_path)
         server = self._start_once(build, served, settings, extra_args, log_path)
-        if settings.compile_cache == FILLED_COMPILE_CACHE and server.startup_facts["compile_cache_run"] != (
-            vllm_log.LOADED
+        if settings.compile_cache == FILLED_COMPILE_CACHE and server.startup_facts["compile_cache_run"] == (
+            vllm_log.COMPILED
         ):
-            # The build's cache held nothing for this setting: that start filled it, unmeasured.
+            # The build's cache held nothing for this setting: that start filled it, unmeasured. (One
+            # whose graphs failed to load is not started again: a second start would fail alike.)
             server.stop()
             server = self._start_once(build, served, settings, extra_args, log_path)
         return server

