@@ -407,7 +407,7 @@ class OpenAIServer:
         except requests.RequestException as exc:
             raise self._request_failure(exc) from None
         request.stream_ended()
-        after = self._metrics()
+        after = self._metrics_after(before)
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
         outcome.token_deliveries = token_deliveries(streamed.deliveries, outcome.token_event_indexes)
         # A chat template or a text prompt is the server's to tokenize: its usage counts what it prefilled.
@@ -421,8 +421,16 @@ class OpenAIServer:
             outcome.output_token_ids = self.tokenize(outcome.output_text, parse_special=True)
             outcome.output_ids_source = "retokenized text"
         if before is not None and after is not None:
-            outcome.server_counters = counter_deltas(before, after)
+            outcome.server_counters = self._server_counters(before, after)
         return outcome
+
+    def _metrics_after(self, before: dict[str, float] | None) -> dict[str, float] | None:
+        """The /metrics read after the stream (a kind whose server counts a request late waits here)."""
+        return self._metrics()
+
+    def _server_counters(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+        """The shot's deltas of the server's counters (a kind that reads more of them adds its own)."""
+        return counter_deltas(before, after)
 
     def _payload(self, request: ShotRequest) -> tuple[dict[str, Any], str]:
         ids = request.prompt_token_ids

@@ -32,7 +32,7 @@ def _broken(path: str, value):
     [
         ("protocol.rests_s", [-1], "protocol.rests_s.0: -1 is less than the minimum of 0"),
         ("protocol.warm_shots", "six", "protocol.warm_shots: 'six' is not of type 'integer'"),
-        ("engines.llama_cpp.kind", "vllm", "engines.llama_cpp.kind: 'vllm' is not one of"),
+        ("engines.llama_cpp.kind", "sglang", "engines.llama_cpp.kind: 'sglang' is not one of"),
         ("models.smollm2_135m.sha256", KeyError, "smollm2_135m: give exactly one of 'packages' or 'path'"),
         (
             "models.smollm2_135m.sha256",

