@@ -13,7 +13,8 @@ from whichshot.engine.base import ShotRequest
 from whichshot.figures.aggregations import recompute
 from whichshot.figures.table import compute_figures
 from whichshot.measure.records import engine_fields
-from whichshot.report.summary import workload_table
+from whichshot.report.layout import WORKLOADS, lay_out
+from whichshot.report.summary import table_markdown
 from whichshot.report.tables import build_tables
 
 
@@ -29,7 +30,8 @@ def figures_of(drafted: dict) -> pd.DataFrame:
 
 def acceptance_column(figures: pd.DataFrame) -> list[str]:
     """The acceptance cell of each workload row of summary.md, no-draft mode first."""
-    lines = workload_table(build_tables(figures).workloads, {})
+    (workloads,) = [table for table in lay_out(build_tables(figures), {}) if table.spec is WORKLOADS]
+    lines = [line for line in table_markdown(workloads) if line.startswith("|")]
     header = [h.strip() for h in lines[0].strip("|").split("|")]
     at = header.index("acceptance (%)")
     return [line.strip("|").split("|")[at].strip() for line in lines[2:]]

@@ -3,7 +3,6 @@ untrusted text), with the number filters of report.format."""
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from whichshot.figures.caveats.gates import gate_label, gate_words, struck_by
 from whichshot.report.format import format_bare, format_lossless, format_number, format_value
 
 ENV = Environment(
@@ -13,8 +12,3 @@ ENV = Environment(
     lstrip_blocks=True,
 )
 ENV.filters.update(num=format_number, value=format_value, bare=format_bare, lossless=format_lossless)
-# The gates a table strikes a figure for: their short label, and why in words ("": none).
-ENV.filters.update(
-    gate_label=lambda figure: gate_label(struck_by(figure)),
-    gate_words=lambda figure: gate_words(struck_by(figure)),
-)

@@ -19,6 +19,7 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
+from whichshot.report.plot_list import PLOTS
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -210,4 +211,17 @@ def figure_inputs(wildcards):
         "traffic": [
             f"results/traffic/{model}.json" for model in measured_models(config)
         ],
+    }
+
+
+def plot_outputs():
+    """Each plot of the report (whichshot/report/plot_list.py) as a report() output with its caption
+    (a path from workflow/rules/, where render_report declares them)."""
+    return {
+        plot.name: report(
+            f"results/report/{plot.name}.png",
+            caption=f"../../whichshot/report/captions/{plot.name}.rst",
+            category="Figures",
+        )
+        for plot in PLOTS
     }

@@ -69,10 +69,11 @@ GATES = (
 # The caveat rules behind GATES, in its order.
 GATE_RULES = (task_not_done, task_gate_not_checked, lossless_check_failed, lossless_not_checked,
               prompt_cache_hit)  # fmt: skip
-# What a struck speed-up means, for a table's legend (HTML and Markdown alike).
+# What a struck figure means, for a table's legend (HTML and Markdown alike).
 STRUCK_MEANS = (
-    "a speed-up a gate strikes (the task gate failed or could not be checked, or the output is not the "
-    "no-draft output or was never compared with it): not the task's speed-up, never a win"
+    "a figure a gate strikes: a speed-up whose task gate failed or could not be checked, or whose output "
+    "is not the no-draft output or was never compared with it; a prefill the engine read from its cache. "
+    "Not a valid figure, never a win"
 )
 
 
