@@ -22,6 +22,7 @@ from whichshot.figures.comparison import interval_metrics, range_metrics
 from whichshot.figures.table import compute_figures
 from whichshot.figures.verdict import DIFFERS, TOO_FEW, UNDECIDED
 from whichshot.report.answer import QUIET_LABEL, TOO_FEW_QUIET, answer_block, answer_markdown
+from whichshot.report.layout import lay_out
 from whichshot.report.summary import render_summary
 from whichshot.report.tables import build_tables
 from whichshot.report.templating import ENV
@@ -141,11 +142,10 @@ def two_processes(mode: str, speed: float, task_done: bool | None, lossless: boo
 
 
 def struck_ids(frame: pd.DataFrame) -> set[str]:
-    """The speed-up figures any table strikes (the workload, trace and cost-model tables)."""
-    tables = build_tables(frame)
-    rows = [*tables.workloads, *tables.trace_requests, *tables.speedup_model]
-    return {row["cells"]["speedup_vs_none"]["figure_id"] for row in rows
-            if row.get("speedup_set_apart") and "speedup_vs_none" in row["cells"]}  # fmt: skip
+    """The figures any report table strikes."""
+    cells = [cell for t in lay_out(build_tables(frame), {}) for row in t.rows for cell in row.cells]
+    parts = [part for cell in cells if cell.struck for line in cell.lines for part in line]
+    return {part.figure_id for part in parts if part.kind}
 
 
 def test_a_gated_mode_is_never_the_best_mode_and_no_answer_row_names_a_struck_figure():

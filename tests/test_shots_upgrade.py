@@ -30,3 +30,14 @@ def test_a_version_1_table_reads_with_each_kinds_default_warmup():
 def test_a_kind_unknown_at_version_1_has_no_warmup_said():
     recorded = pd.read_parquet(VERSION_1_RUN).head(2).assign(engine_kind="echo")
     assert upgrade_shots(recorded)["engine_warmup_run"].isna().all()
+
+
+def test_a_version_9_table_reads_with_what_its_speeds_divided_by():
+    from tests.shot_tables import cell, series, table
+
+    timed = {"output_tokens": 8, "decode_span_s": 0.1}
+    old = table(series(cell(), [timed, timed])).assign(schema_version=9, engine_attached=[False, True])
+    shots = upgrade_shots(old)
+    assert shots["decode_tokens"].tolist() == [7, 7]  # output_tokens - 1, version 9's rule
+    assert shots["prefill_tokens"].tolist() == shots["prompt_tokens"].tolist() == [64, 64]
+    assert shots["engine_on_this_machine"].tolist() == [True, None]  # an attached server's: not recorded

@@ -121,8 +121,12 @@ def verdict(values, params) -> float | None:
 
 
 def ratio_of_sums(rows, columns, params, inputs=()) -> float | None:
+    """Summed numerator over summed denominator; where both summed to 0 over counted rows, the
+    parameter "both_zero" where given (a drafter that drafted nothing accepted 0 %), else none."""
     numerator, denominator = (rows[c].fillna(0).sum() for c in columns)
-    return float(numerator / denominator) if denominator > 0 else None
+    if denominator > 0:
+        return float(numerator / denominator)
+    return params.get("both_zero") if len(rows) and denominator == 0 and numerator == 0 else None
 
 
 def median_of_ratios(rows, columns, params, inputs=()) -> float | None:

@@ -232,6 +232,8 @@ METRICS: tuple[Metric, ...] = (
         "crosschecks",
         "client_vs_engine_decode_ratio",
         "client_vs_engine_prefill_ratio",
+        "client_vs_engine_ttft_ratio",
+        "engine_ttft_s",
         *(
             f"{test}_vs_llama_bench_ratio{end}"
             for test in ("prefill", "decode")
@@ -289,6 +291,11 @@ METRICS: tuple[Metric, ...] = (
         "stream_decode_tok_s_min",
         "server_acceptance_rate",
         "server_accepted_per_step",
+        # The start-up phases an engine logs (vLLM), beside its cold shots.
+        "engine_load_weights_s",
+        "engine_compile_s",
+        "engine_warmup_s",
+        "engine_init_s",
     ),
 )
 TABLES = ("headline", "workload", "checks", "trace_mix", "trace_requests", "speedup_model", "detail",

@@ -45,6 +45,11 @@ SHARES = (
 )
 SPEEDUP_METRIC = "speedup_vs_none"
 SPEED = "decode_tok_s"
+# Accepted over drafted tokens: 0 % where the engine counted and drafted nothing, so that a mode that
+# drafted nothing reads as such (its speed-up then is no drafter's work), not as "does not apply".
+ACCEPTANCE_RATES = ("acceptance_rate", "server_acceptance_rate")
+# (accepted, drafted) columns of each acceptance rate, the engine's own counts first.
+ACCEPTANCE_COUNTS = tuple((n, d) for metric, n, d, _ in COUNT_RATIOS if metric in ACCEPTANCE_RATES)
 
 
 def workload_figures(catalog: Catalog) -> list[figure.Figure]:
@@ -84,7 +89,8 @@ def _count_ratios(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figu
     figures = []
     for metric, numerator, denominator, words in COUNT_RATIOS:
         selection = catalog.rule(cell["protocol"]).select(rows, denominator)
-        if selection.rows[denominator].fillna(0).sum() <= 0:
+        drafted_nothing = selection.rows[denominator].fillna(0).sum() <= 0
+        if drafted_nothing and (metric not in ACCEPTANCE_RATES or selection.rows.empty):
             continue
         figures.append(
             figure.from_shots(
@@ -94,7 +100,10 @@ def _count_ratios(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figu
                 "ratio_of_sums",
                 [numerator, denominator],
                 unit="tokens/step" if metric.endswith("per_step") else "fraction",
-                formula=f"{words} over the shots of the {cell['protocol']} rule",
+                parameters={"both_zero": 0.0} if metric in ACCEPTANCE_RATES else None,
+                formula=f"{words} over the shots of the {cell['protocol']} rule"
+                + ("; 0 where the engine counted no draft" if metric in ACCEPTANCE_RATES else ""),
+                note="drafted nothing (0 draft tokens counted)" if drafted_nothing else "",
                 computed_by=workload_figures,
             )
         )

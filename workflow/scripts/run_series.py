@@ -49,6 +49,7 @@ def main(smk):
             job.engine_warmup,
             job.prefill_chunk_tokens,
             job.parallel_streams,
+            job.compile_cache,
         ),
         output_tokens=smk.params.protocol["output_tokens"],
         workload_output_tokens=smk.params.workloads["max_output_tokens"],
