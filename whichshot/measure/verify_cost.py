@@ -24,6 +24,7 @@ from whichshot.measure.protocol import JobContext
 from whichshot.shots.axes import NO_DRAFT
 
 ONE_TOKEN = 1
+DRAFTS_NOTHING = "the series drafts nothing"  # why a no-draft series gets no probe
 NO_DRAFT_CAP = "no ok shot with a known draft cap (spec_draft_cap_tokens) to size the probe"
 EVERY_TOKEN_OUT = ("-embd", "1")  # every token of the batch is an output, so its logits are computed
 
@@ -78,7 +79,7 @@ def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
     if unavailable:
         return unavailable
     if ctx.job.spec_mode == NO_DRAFT:
-        return "the series drafts nothing"
+        return DRAFTS_NOTHING
     return None
 
 

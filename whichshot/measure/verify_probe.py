@@ -28,7 +28,7 @@ from typing import Any
 
 from whichshot.measure.host_load import HostLoad
 from whichshot.measure.protocol import JobContext
-from whichshot.measure.verify_cost import drafted_shape
+from whichshot.measure.verify_cost import DRAFTS_NOTHING, drafted_shape
 from whichshot.prepare.corpus import pydoc_topics_text
 from whichshot.shots.axes import NO_DRAFT, ONE_STREAM
 
@@ -89,7 +89,7 @@ def _not_probed_because(ctx: JobContext, bench: dict[str, Any], probe: dict[str,
     if not probe.get("enabled", False):
         return "bench.verify_probe.enabled is false"
     if ctx.job.spec_mode == NO_DRAFT:
-        return "the series drafts nothing"
+        return DRAFTS_NOTHING
     if ctx.job.parallel_streams != ONE_STREAM:
         return "the probe times one stream: series of parallel streams are not probed"
     if probe.get("repeats") is not None and ctx.job.repeat > probe["repeats"]:

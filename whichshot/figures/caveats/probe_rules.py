@@ -4,10 +4,11 @@ verify probe (measure/verify_cost.py, measure/verify_probe.py), which the speed-
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT, busy_threshold_cores
 from whichshot.figures.step_probe import probe_source
+from whichshot.measure.verify_cost import DRAFTS_NOTHING
 from whichshot.shots.caveat import Finding
 
 # Why a probe did not run that is a choice of the config (bench.*), or of the series, not a failure.
-CHOSEN = ("bench.", "the series drafts nothing")
+CHOSEN = ("bench.", DRAFTS_NOTHING)
 
 
 def verify_probe_unsteady(catalog: Catalog) -> Finding | None:
