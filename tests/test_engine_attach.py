@@ -199,7 +199,7 @@ def attached_series(users_server, tmp_path_factory):
     job = Job(engine="mine", model="smollm2_135m", prompt_tokens_requested=48, protocol="warm",
               context_tokens_requested=512, repeat=1, series_length=WARM_SHOTS)  # fmt: skip
     ctx = JobContext(
-        job=job, run_id="attach-test", engine=engine, build=build, model_path=real_engine().model_path,
+        job=job, engine=engine, build=build, model_path=real_engine().model_path,
         model={"sha256": "test", "metadata": {"file_type": None}},
         prompts={"corpus": "fixed", "prompts": {"48A": {"token_ids": ids}, "48B": {"token_ids": ids}}},
         settings=settings, output_tokens=OUTPUT_TOKENS, shot_timeout_s=120, log_dir=tmp / "logs",

@@ -30,3 +30,16 @@ def test_a_version_1_table_reads_with_each_kinds_default_warmup():
 def test_a_kind_unknown_at_version_1_has_no_warmup_said():
     recorded = pd.read_parquet(VERSION_1_RUN).head(2).assign(engine_kind="echo")
     assert upgrade_shots(recorded)["engine_warmup_run"].isna().all()
+
+
+VERSION_9_RUN = REFERENCE / "h100" / "offline_bundle" / "shots.parquet"  # CUDA, every layer offloaded
+
+
+def test_a_version_9_table_reads_with_what_it_did_not_record_as_not_recorded():
+    """Version 10 records the GPU layers, the draft model's pin and the plan's sha256; a version 9 row
+    of a run that offloaded every layer must not read as 0 layers (the schema's default)."""
+    assert set(pd.read_parquet(VERSION_9_RUN)["schema_version"]) == {9}
+    shots = read_shots(VERSION_9_RUN)
+    assert len(shots) > 0
+    for column in ("gpu_layers", "draft_model_sha256", "plan_sha256"):
+        assert shots[column].isna().all(), column

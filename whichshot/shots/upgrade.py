@@ -37,7 +37,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     stream, llama.cpp's 512-token prefill chunk), else null (not measured; 5 -> 6 added the GPUs'
     identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison; 7 -> 8
     every stream's tokens: N prompts, and N outputs where the N streams returned the same ids; 8 -> 9
-    engine_attached false: whichshot started every engine before it could attach to one)."""
+    engine_attached false: whichshot started every engine before it could attach to one; 9 -> 10
+    gpu_layers, draft_model_sha256 and plan_sha256 null: not recorded)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
