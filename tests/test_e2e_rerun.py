@@ -109,7 +109,7 @@ def _set(section: str, key: str, value):
     ("change", "reruns"),
     [
         (_set("protocol", "warm_fraction", 0.5), "compute_figures"),
-        (lambda c: c.update(claims=["claims/seed-000.yaml"]), "check_claims"),
+        (lambda c: c.update(claims=[str(REPO / "claims" / "seed-000.yaml")]), "check_claims"),
         (_set("report", "show_text", True), "render_report"),
         (_set("bench", "repetitions", 7), None),  # llama-bench is off: nothing reads it
         (lambda c: c.update(run_id="relabelled"), "aggregate_shots"),
@@ -119,8 +119,6 @@ def _set(section: str, key: str, value):
 def test_what_figures_and_the_report_read_re_measures_nothing(finished, change, reruns):
     config = copy.deepcopy(finished["config"])
     change(config)
-    if "claims" in config:
-        config["claims"] = [str(REPO / path) for path in config["claims"]]
     plan = _plan(finished["workdir"], config)
     assert _remeasured(plan) == set()
     if reruns:  # the change is seen: the step that reads it runs again
@@ -161,7 +159,7 @@ def test_prompts_rebuilt_as_they_were_re_measure_nothing(finished, tmp_path):
 
 def test_a_user_text_refused_while_prompts_are_rebuilt_loses_no_series(finished, tmp_path):
     workdir = _copy(finished, tmp_path)
-    series_prompts = {p: p.stat().st_mtime_ns for p in (workdir / "results" / "prompts").rglob("*/*.json")}
+    series_prompts = {p: p.stat().st_mtime_ns for p in (workdir / "results" / "prompts").glob("*/*/*.json")}
     before = _shot_dates(workdir)
     note = next(finished["notes"].iterdir())
     text = note.read_text()

@@ -157,7 +157,7 @@ def test_the_attached_caveat_reaches_the_attached_cells_figures_only():
 def test_older_shots_read_as_not_attached():
     old = table(series(cell(), [{}, {}])).assign(schema_version=8, engine_attached=None)
     assert upgrade_shots(old)["engine_attached"].tolist() == [False, False]
-    assert record_schema("shots")["x-schema-version"] == 9
+    assert record_schema("shots")["x-schema-version"] >= 9  # the version that added engine_attached
 
 
 @pytest.fixture(scope="module")
