@@ -233,7 +233,7 @@ class LlamaCpp:
         argv = server_argv(build["binaries"]["llama-server"]["path"], model_path, settings, port)
         base_url = f"http://{LOOPBACK}:{port}"
         process, ready_s = start_until_ready(argv, log_path, f"{base_url}/health", settings.ready_timeout_s)
-        return LlamaServer(process, base_url, ready_s)
+        return LlamaServer(process, base_url, ready_s, drafts="--spec-type" in settings.extra_args)
 
 
 def spec_types(settings: dict[str, Any]) -> list[str]:
@@ -292,10 +292,11 @@ def server_argv(binary: str, model_path: Path, settings: ServerSettings, port: i
 class LlamaServer:
     """One running llama-server process."""
 
-    def __init__(self, process: EngineProcess, base_url: str, ready_s: float) -> None:
+    def __init__(self, process: EngineProcess, base_url: str, ready_s: float, drafts: bool = False) -> None:
         self.process = process
         self.base_url = base_url
         self.ready_s = ready_s
+        self.drafts = drafts  # started with a speculative mode (--spec-type)
         self.prompt_cache = "off (--no-cache-prompt; cache_prompt false per request)"
         self.context_tokens = self._context_tokens()
         self._log = LogReader(process.log_path, process.log_offset)
@@ -326,6 +327,7 @@ class LlamaServer:
             outcome = stream_completion(f"{self.base_url}/completion", payload, request)
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
+        self._count_nothing_drafted(outcome)
         self._add_log_facts(outcome)
         if None in outcome.output_token_ids:
             self._recover_ids(outcome, payload, request.timeout_s)
@@ -345,6 +347,7 @@ class LlamaServer:
                 raise self.process.request_failure(exc) from None
         self._log.read_new()
         for outcome in outcomes:
+            self._count_nothing_drafted(outcome)
             if None in outcome.output_token_ids:
                 self._recover_ids(outcome, payload, request.timeout_s)
             reconcile(outcome, request)
@@ -375,6 +378,14 @@ class LlamaServer:
         if agrees:
             outcome.output_token_ids = list(ids)
             outcome.output_ids_source = "replay"
+
+    def _count_nothing_drafted(self, outcome: ShotOutcome) -> None:
+        """llama-server leaves draft_n and draft_n_accepted out of a request's timings when it drafted
+        no token (tools/server/server-common.cpp, server_slot_stats::to_json: only if n_draft_tokens >
+        0). On a server that drafts, their absence is a count of 0, not an unknown."""
+        timings = outcome.engine_timings
+        if self.drafts and "predicted_n" in timings and "draft_n" not in timings:
+            timings.update(draft_n=0, draft_n_accepted=0)
 
     def _add_log_facts(self, outcome: ShotOutcome) -> None:
         """Read the request's log lines; the draft line comes last, and only when the engine drafted."""

@@ -11,7 +11,8 @@ measured through its streaming /v1/completions or /v1/chat/completions.
   server after the shot (outside the timed window).
 - Speculative counters come from the server's Prometheus /metrics before and after each shot
   (whichshot.engine.prom_metrics): process-wide deltas, stored per shot.
-- Tokenizer endpoints differ between servers: `tokenizer_api` picks llama-server's or vLLM's.
+- Tokenizer endpoints differ between servers: `tokenizer_api` picks llama-server's or vLLM's; a
+  server without them (llama-cpp-python's own) is refused in one line (tokenizer_answer).
 - An attached server (base_url) is not whichshot's: it is never started, restarted or stopped, so it
   runs warm series only, has no start-up time, pid or process age, and its warm-up is its own.
 """
@@ -44,11 +45,11 @@ from whichshot.engine.process import (
 )
 from whichshot.engine.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.engine.sse import MalformedStream, post_stream
-from whichshot.engine.stream import check_counts
+from whichshot.engine.stream import check_counts, token_deliveries
 from whichshot.errors import EngineDied, EngineNotReady, WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
 from whichshot.redact import redact_engine, redact_url
-from whichshot.shots.caveat import Finding, columns_from, flag, ids
+from whichshot.shots.caveat import Finding, columns_from, flag, flag_false, ids
 from whichshot.telemetry.gpus import GpuUse
 
 CONFIG_SCHEMA: dict[str, Any] = yaml.safe_load("""
@@ -99,7 +100,7 @@ properties:
     enum: [llama_server, vllm]
     default: llama_server
   model_name:
-    description: the request's model field (default the first id of /v1/models)
+    description: the request's model field (default the one id of /v1/models; required where it lists several)
     type: string
   request_extra:
     description: "fields added to every request, e.g. {return_token_ids: true} for vLLM"
@@ -192,7 +193,8 @@ class OpenAICompat:
 
     @property
     def caveat_rules(self) -> tuple:
-        return (server_counters_process_wide, server_attached)
+        return (server_counters_process_wide, server_attached, server_restart_undetectable,
+                engine_on_another_host)  # fmt: skip
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         if not self.starts_processes(spec):
@@ -360,11 +362,32 @@ class OpenAIServer:
         self.context_tokens = self.tokenizer.context_tokens()
 
     def _served_model(self) -> str | None:
+        """The one model /v1/models lists (None where it lists none or does not answer); a server
+        that lists several is refused: which of them a shot would measure is the server's choice."""
         try:
             models = requests.get(f"{self.base_url}/v1/models", timeout=10).json().get("data") or []
-        except (requests.RequestException, ValueError):
+        except (requests.RequestException, ValueError, AttributeError):
             return None
-        return models[0].get("id") if models else None
+        names = [str(m.get("id")) for m in models if isinstance(m, dict)]
+        if len(names) > 1:
+            raise WhichshotError(
+                f"the server at {redact_url(self.base_url)} serves {len(names)} models "
+                f"({', '.join(names[:5])}): name the one to measure in its engines entry's model_name"
+            )
+        return names[0] if names else None
+
+    def process_start_mark(self) -> str | None:
+        """When the server's process started, as its /metrics says (llama-server's
+        Process-Start-Time-Unix header, a Prometheus process_start_time_seconds as vLLM's and other
+        Python servers' export): read before each shot, a change means it restarted. None where it
+        says neither (no metrics_path, --metrics not given, no such value)."""
+        response = self._metrics_response()
+        if response is None:
+            return None
+        if "Process-Start-Time-Unix" in response.headers:
+            return f"Process-Start-Time-Unix {response.headers['Process-Start-Time-Unix']}"
+        started = parse_prometheus(response.text).get("process_start_time_seconds")
+        return None if started is None else f"process_start_time_seconds {started:.3f}"
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]:
         return self.tokenizer.tokenize(text, parse_special)
@@ -384,8 +407,13 @@ class OpenAIServer:
         except requests.RequestException as exc:
             raise self._request_failure(exc) from None
         request.stream_ended()
-        after = self._metrics()
+        after = self._metrics_after(before)
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
+        outcome.token_deliveries = token_deliveries(streamed.deliveries, outcome.token_event_indexes)
+        # A chat template or a text prompt is the server's to tokenize: its usage counts what it prefilled.
+        outcome.prompt_built_by_engine = (
+            self.server["api"] == "chat" or self.server["prompt_format"] != "token_ids"
+        )
         counted = sum(n for _t, n in outcome.token_events)
         check_counts(counted, outcome.engine_timings.get("predicted_n"), outcome.stop_reason, request)
         if not outcome.output_token_ids and outcome.output_text:
@@ -393,8 +421,16 @@ class OpenAIServer:
             outcome.output_token_ids = self.tokenize(outcome.output_text, parse_special=True)
             outcome.output_ids_source = "retokenized text"
         if before is not None and after is not None:
-            outcome.server_counters = counter_deltas(before, after)
+            outcome.server_counters = self._server_counters(before, after)
         return outcome
+
+    def _metrics_after(self, before: dict[str, float] | None) -> dict[str, float] | None:
+        """The /metrics read after the stream (a kind whose server counts a request late waits here)."""
+        return self._metrics()
+
+    def _server_counters(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+        """The shot's deltas of the server's counters (a kind that reads more of them adds its own)."""
+        return counter_deltas(before, after)
 
     def _payload(self, request: ShotRequest) -> tuple[dict[str, Any], str]:
         ids = request.prompt_token_ids
@@ -417,6 +453,11 @@ class OpenAIServer:
         return {**payload, **self.server["request_extra"]}, path
 
     def _metrics(self) -> dict[str, float] | None:
+        response = self._metrics_response()
+        return parse_prometheus(response.text) if response is not None else None
+
+    def _metrics_response(self) -> requests.Response | None:
+        """The server's answer at metrics_path (None: no path, no answer or not 200)."""
         path = self.server["metrics_path"]
         if not path:
             return None
@@ -424,7 +465,7 @@ class OpenAIServer:
             response = requests.get(f"{self.base_url}{path}", timeout=10)
         except requests.RequestException:
             return None
-        return parse_prometheus(response.text) if response.status_code == 200 else None
+        return response if response.status_code == 200 else None
 
     def _request_failure(self, exc: Exception) -> WhichshotError:
         if self.process is not None:
@@ -450,10 +491,12 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
     text_parts: list[str] = []
     usage: dict[str, Any] = {}
     timings: dict[str, Any] = {}
-    finish = None
+    finish = served_model = None
     carried_ids = False
-    for t_arrival_s, event in events:
+    indexes: list[int] = []
+    for index, (t_arrival_s, event) in enumerate(events):
         usage = event.get("usage") or usage
+        served_model = event.get("model") if isinstance(event.get("model"), str) else served_model
         previous = timings.get("predicted_n", 0)
         timings = event.get("timings") or timings
         for choice in event.get("choices") or []:
@@ -463,6 +506,7 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
             n = _chunk_tokens(text, ids, timings.get("predicted_n", 0) - previous)
             if n:
                 token_events.append((t_arrival_s, n))
+                indexes.append(index)
                 token_ids.extend(ids or [])
             text_parts.append(text)
     counted = sum(n for _t, n in token_events)
@@ -477,6 +521,10 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
             "per-token arrival times are unknown (vLLM: set request_extra return_token_ids: true)"
         )
     engine_timings = dict(timings)
+    if "predicted_n" in timings:
+        # llama-server's timings name draft_n only where it drafted (server_slot_stats::to_json).
+        engine_timings.setdefault("draft_n", 0)
+        engine_timings.setdefault("draft_n_accepted", 0)
     engine_timings.setdefault("predicted_n", usage.get("completion_tokens"))
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     if cached is not None:  # the server's own count of prompt tokens it did not compute again
@@ -491,6 +539,8 @@ def chunks_outcome(t_request_s: float, t_end_s: float, events: list) -> ShotOutc
         engine_timings=engine_timings,
         stop_reason={"length": "limit", "stop": "eos"}.get(finish, finish),
         output_tokens_streamed=len(token_ids) if len(token_ids) == counted else 0,
+        served_model=served_model,
+        token_event_indexes=indexes,
     )
 
 
@@ -508,24 +558,46 @@ def _choice_text(choice: dict[str, Any]) -> str:
     return choice.get("text") or ""
 
 
+class TokenizerMissing(WhichshotError):
+    """The server lacks the tokenizer endpoint that tokenizer_api names."""
+
+
+def tokenizer_answer(base_url: str, path: str, body: dict[str, Any], key: str, api: str) -> Any:
+    """`key` of the server's answer to POST `path`, or one line saying what the server lacks."""
+    response = requests.post(f"{base_url}{path}", json=body, timeout=120)
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if response.status_code == 200 and isinstance(answer, dict) and key in answer:
+        return answer[key]
+    raise TokenizerMissing(
+        f"the server at {redact_url(base_url)} has no {path} of tokenizer_api {api} (HTTP "
+        f"{response.status_code}, no {key!r} in its answer): whichshot sends exact token ids and needs "
+        "the server's own tokenizer; give the server's tokenizer_api (llama_server, vllm), or serve the "
+        "model with llama-server (engine kind llama_cpp, or openai with llama-server's argv): "
+        "llama-cpp-python's own server (python -m llama_cpp.server) has neither"
+    )
+
+
 class LlamaServerTokenizer:
     """llama-server's /tokenize, /detokenize, /apply-template and /props."""
 
     def __init__(self, base_url: str, model_name: str | None) -> None:
         self.base_url = base_url
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return requests.post(f"{self.base_url}{path}", json=body, timeout=120).json()
+    def _post(self, path: str, body: dict[str, Any], key: str) -> Any:
+        return tokenizer_answer(self.base_url, path, body, key, "llama_server")
 
     def tokenize(self, text: str, parse_special: bool) -> list[int]:
         body = {"content": text, "add_special": False, "parse_special": parse_special}
-        return self._post("/tokenize", body)["tokens"]
+        return self._post("/tokenize", body, "tokens")
 
     def detokenize(self, token_ids: list[int]) -> str:
-        return self._post("/detokenize", {"tokens": token_ids})["content"]
+        return self._post("/detokenize", {"tokens": token_ids}, "content")
 
     def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
-        return self._post("/apply-template", {"messages": messages})["prompt"]
+        return self._post("/apply-template", {"messages": messages}, "prompt")
 
     def context_tokens(self) -> int | None:
         props = requests.get(f"{self.base_url}/props", timeout=10).json()
@@ -539,18 +611,18 @@ class VllmTokenizer:
         self.base_url = base_url
         self.model = {"model": model_name} if model_name else {}
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return requests.post(f"{self.base_url}{path}", json={**self.model, **body}, timeout=120).json()
+    def _post(self, path: str, body: dict[str, Any], key: str) -> Any:
+        return tokenizer_answer(self.base_url, path, {**self.model, **body}, key, "vllm")
 
     def tokenize(self, text: str, parse_special: bool) -> list[int]:
-        return self._post("/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"]
+        return self._post("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")
 
     def detokenize(self, token_ids: list[int]) -> str:
-        return self._post("/detokenize", {"tokens": token_ids})["prompt"]
+        return self._post("/detokenize", {"tokens": token_ids}, "prompt")
 
     def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
         body = {"messages": messages, "add_generation_prompt": True, "add_special_tokens": False}
-        return self.detokenize(self._post("/tokenize", body)["tokens"])
+        return self.detokenize(self._post("/tokenize", body, "tokens"))
 
     def context_tokens(self) -> int | None:
         models = requests.get(f"{self.base_url}/v1/models", timeout=10).json().get("data") or []
@@ -588,3 +660,32 @@ def server_attached(shots: pd.DataFrame) -> Finding | None:
     if attached.empty:
         return None
     return Finding("server_attached", ATTACHED_SENTENCE, ids(attached))
+
+
+def server_restart_undetectable(shots: pd.DataFrame) -> Finding | None:
+    """Caveat: an attached server that does not say when its process started."""
+    unsaid = shots[flag(shots["engine_attached"]) & shots["engine_process_start_mark"].isna()]
+    if unsaid.empty:
+        return None
+    return Finding(
+        "server_restart_undetectable",
+        "The attached server does not say when its process started (no Process-Start-Time-Unix header "
+        "or process_start_time_seconds on its /metrics: give llama-server --metrics, keep metrics_path): "
+        "had it restarted between shots, its fresh process's first shot would count as a warm shot.",
+        ids(unsaid),
+    )
+
+
+def engine_on_another_host(shots: pd.DataFrame) -> Finding | None:
+    """Caveat: an attached server on another host: this machine's sensors and probes say nothing of it."""
+    elsewhere = shots[flag_false(shots["engine_on_this_machine"])]
+    if elsewhere.empty:
+        return None
+    hosts = ", ".join(sorted(set(elsewhere["engine_host"].dropna().astype(str))))
+    return Finding(
+        "engine_on_another_host",
+        f"The engine ran on another host ({hosts}), not on the machine that measured: its telemetry, "
+        "hardware identity, threads and physical ceilings are not measured (this machine's sensors and "
+        "hardware probe describe the client only); the timings include the network between the two.",
+        ids(elsewhere),
+    )

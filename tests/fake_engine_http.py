@@ -21,7 +21,7 @@ N_CTX = 512
 # What each behaviour sends after the HTTP 200 header: a list of raw SSE data payloads.
 BEHAVIOURS = ("ok", "malformed_json", "invalid_utf8", "too_many_events", "too_many_tokens",
               "error_event", "no_final", "wrong_types", "http_error", "stops_early", "count_disagrees",
-              "held_back", "one_body")  # fmt: skip
+              "held_back", "one_body", "eight_per_event")  # fmt: skip
 
 
 def _event(data: dict) -> bytes:
@@ -67,6 +67,17 @@ def stream(behaviour: str, n_predict: int, prompt_n: int) -> list[bytes]:
     if behaviour == "held_back":  # the first two tokens form one character: only the second id is sent
         second = {"content": " t0t1", "tokens": [101], "stop": False, "tokens_predicted": 2}
         return [_event(second), *tokens[2:], _final(prompt_n, n_predict)]
+    if behaviour == "eight_per_event":  # as a drafting engine sends its verified steps (vLLM: 8-9 per event)
+        steps = [
+            {
+                "content": " s",
+                "tokens": list(range(100 + i, 108 + i)),
+                "stop": False,
+                "tokens_predicted": i + 8,
+            }
+            for i in range(0, n_predict, 8)
+        ]
+        return [*map(_event, steps), _final(prompt_n, n_predict)]
     if behaviour == "one_body":  # sent whole, with a Content-Length: not streamed
         return [b"".join([*tokens, _final(prompt_n, n_predict)])]
     raise ValueError(f"unknown behaviour {behaviour!r}")

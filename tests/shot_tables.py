@@ -70,7 +70,10 @@ def series(
             process_start_reason=_start_reason(cold, process),
         )  # fmt: skip
         if values is not None:
-            given = {**VALUES, **common, **values}
+            # A real run compares every drafted workload shot with the no-draft output: one said
+            # otherwise only where a test asks (an unchecked one is gated out, caveats.gates).
+            compared = {"lossless_vs_none": True} if of["spec_mode"] != "none" else {}
+            given = {**VALUES, **compared, **common, **values}
             prompt_tokens = given.get("prompt_tokens", row["prompt_tokens"])
             row.update({**_streams(of["parallel_streams"], prompt_tokens, given["output_tokens"]), **given})
         rows.append(row)

@@ -2,7 +2,7 @@
 
 Everything (keys, config, state, logs) lives in one scratch directory; the daemons run in the
 foreground as children of this process and are stopped by their pids. Debian's packages:
-`apt-get install slurmctld slurmd slurm-client munge`.
+tests/system_packages.py's SLURM.
 
 One node is this machine under its own name. Several nodes (`start_cluster(nodes=3)`) are simulated
 on this one machine: one slurmd per node (`-N name`), each on its own port with its own spool, pid
@@ -28,6 +28,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from tests.system_packages import SLURM
+
 PARTITION = "whichshot"
 FAKE_GPUS = ("/dev/null", "/dev/zero")  # gres needs a device file per GPU; nothing opens them
 NODE_PREFIX = "wsn"  # simulated nodes are wsn1, wsn2, ...
@@ -37,14 +39,13 @@ NODE_FEATURES = ("kind_a", "kind_b")
 CLONE_NEWUTS = 0x04000000  # <sched.h>; os.unshare arrives only in Python 3.12
 MEASUREMENT_RULES = ("run_series",)
 SLURM_PROFILE = Path(__file__).resolve().parent.parent / "workflow" / "profiles" / "slurm" / "config.yaml"
-NEEDED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "srun")
 
 
 def unavailable_reason(nodes: int = 1) -> str | None:
     """Why a private Slurm of this many nodes cannot be started here, or None when it can."""
-    missing = [name for name in NEEDED if shutil.which(name) is None]
+    missing = SLURM.skip_reason()
     if missing:
-        return f"Slurm/munge not installed (missing {', '.join(missing)}; see .ci/run)"
+        return f"Slurm/munge: {missing}"
     if os.geteuid() != 0:
         return "starting slurmd and munged as their users needs root"
     if nodes > 1 and not _can_own_hostname():

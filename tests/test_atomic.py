@@ -1,15 +1,16 @@
 import json
 
-from whichshot.atomic import JsonlJournal
+from whichshot.atomic import JsonlJournal, promote_together
 
 
 def test_journal_appears_complete_only_after_promote(tmp_path):
     journal = JsonlJournal(tmp_path / "job.jsonl")
     journal.append({"series_position": 1})
     assert not journal.final_path.exists()
-    journal.promote()
+    promote_together([journal])
     lines = journal.final_path.read_text().splitlines()
     assert [json.loads(line) for line in lines] == [{"series_position": 1}]
+    assert not journal.partial_path.exists()
 
 
 def test_journal_drops_a_torn_last_line(tmp_path):

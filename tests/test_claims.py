@@ -84,12 +84,13 @@ def _verdict(tmp_path, **changes) -> dict:
     return row
 
 
-def test_a_claim_equal_to_a_cold_shot_matches_it_and_says_how_far_warm_is(tmp_path):
-    # the claim names no protocol: the cold statistic is one of its 8 readings, the only one within
+def test_a_claim_equal_to_a_cold_shot_matches_it_and_says_which_shot_first(tmp_path):
+    # the claim names no protocol: the cold statistic is one of its 8 readings, the only one within;
+    # most readings are warm shot indices, yet a protocol statistic matches: that comes first (issue 41)
     row = _verdict(tmp_path, value=100)
-    assert row["status"] == "minority match"
+    assert row["status"] == "matches"
     assert row["verdict"].startswith(
-        "minority match: only 1 of 8 readings within (claimed 100, tolerance 5%); protocol statistics, "
+        "matches the cold shot: 1 of 8 readings within (claimed 100, tolerance 5%); protocol statistics, "
         "1 of 2 within: m p64: cold shot 1 (each fresh process) = 100 (within); "
         "m p64: warm statistic (shots 3-6) = 70 (30% lower)"
     )
@@ -184,7 +185,7 @@ def test_a_verdict_says_how_many_readings_it_compared_and_leads_with_the_protoco
     assert (row["readings_compared"], row["readings_within"]) == (7, 5)
     assert (row["statistics_compared"], row["statistics_within"]) == (1, 1)
     assert row["verdict"].startswith(
-        "matches: 5 of 7 readings within (claimed 70, tolerance 5%); protocol statistic: "
+        "matches the warm statistic: 5 of 7 readings within (claimed 70, tolerance 5%); protocol statistic: "
         "m p64: warm statistic (shots 3-6) = 70 (within)"
     )
     assert json.loads(row["readings"])[0]["label"] == "m p64: warm statistic (shots 3-6)"
@@ -196,7 +197,8 @@ def test_a_match_by_a_minority_of_readings_is_marked_so_and_names_the_statistic_
     assert row["status"] == "minority match"
     assert (row["readings_compared"], row["readings_within"], row["statistics_within"]) == (7, 1, 0)
     assert row["verdict"].startswith(
-        "minority match: only 1 of 7 readings within (claimed 90, tolerance 1%); protocol statistic: "
+        "minority match: no protocol statistic matches, only 1 of 7 readings within (claimed 90, "
+        "tolerance 1%); protocol statistic: "
         "m p64: warm statistic (shots 3-6) = 70 (22% lower); other readings within: m p64: warm shot 1 = 90"
     )
     jsonschema.validate(row, record_schema("claim_verdicts"))  # the new status is one the table knows

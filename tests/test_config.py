@@ -32,7 +32,7 @@ def _broken(path: str, value):
     [
         ("protocol.rests_s", [-1], "protocol.rests_s.0: -1 is less than the minimum of 0"),
         ("protocol.warm_shots", "six", "protocol.warm_shots: 'six' is not of type 'integer'"),
-        ("engines.llama_cpp.kind", "vllm", "engines.llama_cpp.kind: 'vllm' is not one of"),
+        ("engines.llama_cpp.kind", "sglang", "engines.llama_cpp.kind: 'sglang' is not one of"),
         ("models.smollm2_135m.sha256", KeyError, "smollm2_135m: give exactly one of 'packages' or 'path'"),
         (
             "models.smollm2_135m.sha256",
@@ -59,6 +59,21 @@ def test_empty_grid_is_refused():
     config["protocol"]["warm_shots"] = 0
     with pytest.raises(WhichshotError, match="grid is empty"):
         check_config(config)
+
+
+def test_workloads_that_would_run_no_series_are_refused():
+    config = copy.deepcopy(DEFAULT)
+    names = config["workloads"]["names"]
+    assert names and config["protocol"]["cold_processes"] and config["protocol"]["warm_shots"]
+    config["workloads"].update(cold_processes=0, warm_shots=0)
+    with pytest.raises(WhichshotError) as refused:
+        check_config(config)
+    assert str(refused.value) == (
+        "invalid config: workloads: cold_processes and warm_shots are both 0 (where unset, the protocol's), "
+        f"so workloads {', '.join(names)} would run no series"
+    )
+    config["workloads"]["warm_shots"] = 2  # warm series only: they run
+    check_config(config)
 
 
 def test_model_needs_exactly_one_source():

@@ -123,6 +123,7 @@ def test_noop_rerun_executes_nothing(smoke_run):
     result = run_pipeline(smoke_run["workdir"], load_config("smoke"), "--dry-run")
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+    assert "Estimated duration: smoke: nothing to measure: all " in result.stderr  # not minutes of it
 
 
 def test_run_phases_account_for_the_jobs_and_the_series(smoke_run, shots):

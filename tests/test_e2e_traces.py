@@ -14,6 +14,7 @@ import yaml
 from tests.pipeline import load_config, run_pipeline
 from whichshot.prepare.user_texts import pin_of
 from whichshot.prepare.workloads import pydoc_sections
+from whichshot.report.layout import TRACE_MIX
 
 pytestmark = pytest.mark.e2e
 CONTEXT = 512
@@ -144,7 +145,7 @@ def test_the_report_answers_with_the_trace_section_and_plots(trace_run):
     mix_ids = trace_run["figures"].loc[trace_run["figures"]["metric"] == "mix_speedup", "figure_id"]
     assert all(f'data-figure-id="{i}"' in html for i in mix_ids)
     summary = (trace_run["workdir"] / "results" / "report" / "summary.md").read_text()
-    assert "## Your traces: the whole mix" in summary
+    assert f"## {TRACE_MIX.title}" in summary
 
 
 def test_request_text_and_output_stay_out_of_the_report_by_default(trace_run):

@@ -18,6 +18,15 @@ from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext, run_job
 
 OUTPUT_TOKENS = 12
+# llama-server's n-gram drafting, as a mode's server flags
+NGRAM_ARGS = [
+    "--spec-type",
+    "ngram-simple",
+    "--spec-ngram-simple-size-n",
+    "4",
+    "--spec-ngram-simple-size-m",
+    "16",
+]
 REPEATED = "The quick brown fox jumps over the lazy dog while the cat sleeps. " * 12
 
 
@@ -48,14 +57,7 @@ def cold_series(tmp_path_factory, llama_server_binary, model_path):
     tmp = tmp_path_factory.mktemp("openai")
     engine = load_engine("openai")
     build = engine.build(openai_spec(llama_server_binary), cache_root(""), 1)
-    mode = [
-        "--spec-type",
-        "ngram-simple",
-        "--spec-ngram-simple-size-n",
-        "4",
-        "--spec-ngram-simple-size-m",
-        "16",
-    ]
+    mode = NGRAM_ARGS
     spec = openai_spec(llama_server_binary)
     settings = ServerSettings(
         threads=2,
@@ -69,7 +71,7 @@ def cold_series(tmp_path_factory, llama_server_binary, model_path):
     finally:
         helper.stop()
     job = Job(engine="openai", model="smollm2", prompt_tokens_requested=96, protocol="cold",
-              context_tokens_requested=512, repeat=1, series_length=2)  # fmt: skip
+              context_tokens_requested=512, repeat=1, series_length=2, spec_mode="ngram")  # fmt: skip
     ctx = JobContext(
         job=job, engine=engine, build=build, model_path=model_path,
         model={"sha256": "test", "metadata": {"file_type": "Q4_1"}},

@@ -8,7 +8,13 @@ import pytest
 from tests import pipeline
 from tests.shot_tables import cell, series, table
 from whichshot.estimate import load_config, main
-from whichshot.measure.estimate import DEFAULT_SPEEDS, estimate_series, summary_lines
+from whichshot.measure.estimate import (
+    DEFAULT_SHOTS,
+    DEFAULT_SPEEDS,
+    estimate_series,
+    estimate_words,
+    summary_lines,
+)
 
 
 def expected_rests(config: dict) -> tuple[int, float, float]:
@@ -88,3 +94,34 @@ def test_a_dry_run_of_the_workflow_prints_the_estimate_and_a_listing_does_not(tm
     assert "not counted: model downloads" in dry.stderr
     listing = pipeline.run_pipeline(tmp_path, given, "--list-rules")  # parses the workflow, runs nothing
     assert listing.returncode == 0 and "Estimated duration" not in listing.stderr + listing.stdout
+
+
+ON_DISK = "series have their shots on disk (results/shots/)"
+
+
+def test_series_whose_shots_are_on_disk_are_not_estimated():
+    config = load_config("config/config.yaml")
+    jobs = [e.job.job_id for e in estimate_series(config)]
+    half = frozenset(jobs[: len(jobs) // 2])
+    head, *_parts, last = estimate_words(config, DEFAULT_SHOTS.with_name("none.parquet"), half).splitlines()
+    assert head.startswith(f"default-cpu: {len(jobs) - len(half)} series, about ")
+    assert last.startswith(f"  not counted: {len(half)} {ON_DISK}, ")
+    everything = estimate_words(config, DEFAULT_SHOTS.with_name("none.parquet"), frozenset(jobs))
+    assert everything == f"default-cpu: nothing to measure: all {len(jobs)} {ON_DISK}"
+
+
+def test_a_dry_run_with_every_series_measured_says_there_is_nothing_to_measure(tmp_path):
+    given = pipeline.load_config("smoke")
+    config = pipeline.filled_config("smoke")
+    shots = tmp_path / "results" / "shots"
+    shots.mkdir(parents=True)
+    jobs = [e.job.job_id for e in estimate_series(config)]
+    for job in jobs[1:]:
+        (shots / f"{job}.jsonl").write_text("")
+    dry = pipeline.run_pipeline(tmp_path, given, "--dry-run")
+    (told,) = [line for line in dry.stderr.splitlines() if line.startswith("Estimated duration: ")]
+    assert told.startswith("Estimated duration: smoke: 1 series, about ")
+    (shots / f"{jobs[0]}.jsonl").write_text("")
+    dry = pipeline.run_pipeline(tmp_path, given, "--dry-run")
+    (told,) = [line for line in dry.stderr.splitlines() if line.startswith("Estimated duration: ")]
+    assert told == f"Estimated duration: smoke: nothing to measure: all {len(jobs)} {ON_DISK}"

@@ -2,6 +2,7 @@
 output than asked, an error event, a stream cut short): a stand-in server (fake_engine_http.py)
 commits them, and the real client code (sse.py, LlamaServer.shot) and protocol handle them."""
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -121,3 +122,27 @@ def test_the_request_clock_starts_once_the_body_is_built(tmp_path, monkeypatch):
         body = {"prompt": [1, 2, 3], "n_predict": 4}
         record = sse.post_stream(f"http://{LOOPBACK}:{port}/completion", body, 30, max_events=10)
     assert built_at and record.t_request_s >= built_at[0]  # TTFT holds no serialisation time
+
+
+def test_a_failed_precondition_shot_is_recorded_and_the_series_goes_on(tmp_path):
+    """The unmeasured warm-up before a warm series' shot 1 gets an error: that shot is recorded as
+    failed with the reason (one line), the series goes on in the same live process, and a rerun
+    finds the series complete instead of failing the same way again."""
+    engine = FakeEngine(["error_event", "ok"])
+    no_build = RealEngine(engine, {"build_id": "none"}, tmp_path / "no-model.gguf", NO_MODEL)
+    job = dataclasses.replace(warm_job(shots=3), precondition_s=0.01)
+    journal = JsonlJournal(tmp_path / "shots" / f"{job.job_id}.jsonl")
+    records = run_job(job_context(tmp_path, job, engine=engine, real=no_build), journal)
+
+    assert [r["status"] for r in records] == ["failed", "ok", "ok"]
+    assert records[0]["error"] == (
+        "precondition shot failed, shot not sent: EngineRefused: engine error during the stream: "
+        "fake engine ran out of memory"
+    )
+    assert records[0]["engine_died"] is False and records[0]["output_tokens"] is None
+    assert engine.starts == 1 and len({r["process_id"] for r in records}) == 1
+    assert [r["shot_index"] for r in records] == [1, 2, 3]  # the failed warm-up request was served
+    again = run_job(job_context(tmp_path, job, engine=engine, real=no_build), journal)
+    assert [r["wall_start_utc"] for r in again] == [r["wall_start_utc"] for r in records]
+    assert engine.starts == 1  # nothing left to measure: no process started
+    assert child_processes() == []

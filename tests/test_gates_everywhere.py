@@ -11,8 +11,9 @@ from whichshot.claims.check import check_claims
 from whichshot.claims.load import Claim
 from whichshot.figures.table import compute_figures
 from whichshot.report import plots
+from whichshot.report.layout import lay_out
 from whichshot.report.render import render_report
-from whichshot.report.summary import workload_table
+from whichshot.report.summary import cell_markdown
 from whichshot.report.tables import build_tables
 
 DONE = {"task_done": True, "lossless_vs_none": True, "first_divergence_token": None, "copy_fraction": 0.9}
@@ -76,15 +77,25 @@ def test_no_gated_speed_up_is_a_plain_point(figures):
     assert sorted(crosses[0].get_offsets()[:, 1]) == pytest.approx([1.15, 1.15])  # two points struck
 
 
+def speedup_cells(figures: pd.DataFrame, key: str, named_by: str) -> dict:
+    """Each drafted row's speed-up cell of one laid-out table, by the axis value named_by (the row's
+    first cells are its axes in words)."""
+    (table,) = [t for t in lay_out(build_tables(figures), {}) if t.spec.key == key]
+    headers = [c.header for c in table.spec.columns]
+    at, speedup = headers.index(named_by), headers.index("speed-up over none")
+    cells = {row.cells[at].lines[0][0].text: row.cells[speedup] for row in table.rows}
+    return {name: cell for name, cell in cells.items() if not cell.missing}
+
+
 def test_no_table_cell_shows_an_unstruck_gated_speed_up(figures):
-    rows = {r["workload"]: r for r in build_tables(figures).workloads if r["spec_mode"] == "ngram"}
-    assert rows["explain"]["speedup_set_apart"] and rows["explain"]["speedup_gate"] == "gate failed"
-    assert rows["new_code"]["speedup_set_apart"] and rows["new_code"]["speedup_gate"] == "lossy"
-    assert not rows["needle"]["speedup_set_apart"]
-    lines = {w: next(x for x in workload_table(list(rows.values()), {}) if f"| {w} |" in x) for w in rows}
-    assert "~~" in lines["explain"] and "gate failed: task not done" in lines["explain"]
-    assert "~~" in lines["new_code"] and "lossy: output not lossless" in lines["new_code"]
-    assert "~~" not in lines["needle"] and "1.15" in lines["needle"]
+    cells = speedup_cells(figures, "workloads", "workload")
+    assert cells["explain"].struck and cells["new_code"].struck and not cells["needle"].struck
+    text = {workload: cell_markdown(cell) for workload, cell in cells.items()}
+    assert text["explain"] == "✗ ~~1.15 D~~ gate failed"  # no caveat numbers given: none shown
+    assert text["new_code"] == "✗ ~~1.15 D~~ lossy"
+    assert "gate failed: task not done" in cells["explain"].hover
+    assert "lossy: output not lossless" in cells["new_code"].hover
+    assert text["needle"] == "1.15 D"
 
 
 def claim(workload: str) -> Claim:
@@ -153,11 +164,11 @@ def test_a_trace_request_whose_output_is_lossy_has_its_speed_up_struck():
                   trace_request("r1", "ngram", faithful), trace_request("r2", "ngram", lossy))  # fmt: skip
     found, caveats = compute_figures(shots, [], 0.7)
     frame = pd.DataFrame([f.as_row() for f in found])
-    rows = {r["request_id"]: r for r in build_tables(frame).trace_requests if r["spec_mode"] == "ngram"}
-    assert rows["r2"]["speedup_set_apart"] and rows["r2"]["speedup_gate"] == "lossy"
-    assert not rows["r1"]["speedup_set_apart"]
+    cells = speedup_cells(frame, "trace-requests", "request")
+    assert cells["r2"].struck and cells["r2"].lines[0][-1].text == "lossy" and not cells["r1"].struck
     runs = {"builds": [], "models": []}
     html = render_report(frame, pd.DataFrame(caveats), shots, runs, [], "t")
     struck = html.split('<td class="n apart" title="')[1:]
     assert len(struck) == 1 and struck[0].startswith("lossy: output not lossless")
-    assert rows["r2"]["cells"]["speedup_vs_none"]["figure_id"] in struck[0].split("</td>")[0]
+    assert cells["r2"].lines[0][1].figure_id in struck[0].split("</td>")[0]
+    assert '<span class="gate">lossy</span>' in struck[0].split("</td>")[0]

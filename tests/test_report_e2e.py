@@ -13,9 +13,10 @@ import pytest
 
 from tests.pipeline import REPO
 from tests.report_run import finished_report_run
+from tests.system_packages import CHROMIUM
 from whichshot.figures.caveats import rules
 from whichshot.figures.provenance import KINDS
-from whichshot.report.plots import PLOT_NAMES
+from whichshot.report.plot_list import PLOT_NAMES
 from whichshot.report.screenshot import screenshot
 
 pytestmark = pytest.mark.e2e
@@ -133,15 +134,6 @@ def test_every_plot_is_a_file_and_the_drawn_ones_are_embedded(run, page):
     assert sum(u.startswith("data:image/png;base64,") for u in page.urls) >= len(drawn)
 
 
-def test_report_rule_declares_every_plot():
-    rules = (REPO / "workflow" / "rules" / "report.smk").read_text()
-    declared = {line.split("/")[-1].split(".png")[0] for line in rules.splitlines() if ".png" in line}
-    assert declared == set(PLOT_NAMES)
-    for name in PLOT_NAMES:  # one caption, read by the HTML report and by snakemake --report
-        assert (REPO / "whichshot" / "report" / "captions" / f"{name}.rst").is_file()
-        assert f'caption="../../whichshot/report/captions/{name}.rst"' in rules
-
-
 def test_snakemake_report_zip(run):
     argv = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
             "--directory", str(run), "--report", "results/report/snakemake-report.zip"]  # fmt: skip
@@ -154,6 +146,7 @@ def test_snakemake_report_zip(run):
     assert {f"{name}.png" for name in PLOT_NAMES} <= files
 
 
+@CHROMIUM.needed()
 def test_headless_chromium_renders_a_non_blank_page(run, tmp_path):
     png = tmp_path / "report.png"
     screenshot(run / "results" / "report" / "index.html", png, 1400, 4000)

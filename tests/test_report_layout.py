@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from tests.pipeline import REPO
+from tests.system_packages import CHROMIUM
 from whichshot.report.claims import CHECKED
 from whichshot.report.render import short_cell
 from whichshot.report.screenshot import page_layout
@@ -61,6 +62,7 @@ class _Details(HTMLParser):
             self.stack.pop()
 
 
+@CHROMIUM.needed()
 def test_the_report_fits_1280_px_without_sideways_scroll(run):
     layout = page_layout(run / "report" / "index.html", WIDTH_PX)
     assert layout["window_width"] == WIDTH_PX

@@ -6,6 +6,7 @@ import pandas as pd
 from tests.shot_tables import cell, series, table
 from whichshot.figures.table import compute_figures
 from whichshot.report.format import format_bare, format_lossless, format_value
+from whichshot.report.render import output_samples
 from whichshot.report.tables import build_tables
 
 
@@ -87,3 +88,16 @@ def test_formats():
     assert format_bare({"value": 6.0, "unit": "shots"}) == "6"
     lossless = {"value": 1 / 3, "shot_ids": ["a", "b", "c"], "note": "first diverging token 12 in a"}
     assert format_lossless(lossless) == "1/3 identical; diverges at token 12"
+
+
+def test_a_model_that_runs_the_grid_and_a_workload_shows_an_output_of_each():
+    shots = table(
+        series(cell(protocol="cold"), [{"output_text": "the grid's continued text"}] * 2),
+        series(recall("eng", "none"), [{"output_text": "the recalled document"}]),
+    )
+    samples = output_samples(shots)
+    assert [s["text"] for s in samples] == ["the grid's continued text", "the recalled document"]
+    assert [(s["model"], s["workload"]) for s in samples] == [
+        ("m", "continue_text"),
+        ("m", "verbatim_recall"),
+    ]

@@ -4,13 +4,18 @@ is taken, which shots an attempt's samples are tagged with, what a drafter has s
 
 import dataclasses
 import json
+import os
+import tempfile
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from tests import echo_engine
 from tests.fault_kit import RealEngine, child_processes, job_context, prompts, warm_job
 from tests.pipeline import filled_config
+from whichshot import atomic
 from whichshot.atomic import JsonlJournal
 from whichshot.errors import WhichshotError
 from whichshot.host import host_identity
@@ -126,7 +131,20 @@ def _rerun(tmp_path, echo, monkeypatch, first: dict, second: dict) -> tuple[list
 def test_a_journal_of_the_same_plan_resumes(tmp_path, echo, monkeypatch):
     records, stale = _rerun(tmp_path, echo, monkeypatch, {}, {})
     assert stale == [] and [r["process_start_reason"] for r in records] == ["series_start", "resumed"]
-    assert records[0]["plan_sha256"] == records[1]["plan_sha256"] and records[0]["gpu_layers"] == 0
+    assert records[0]["settings_sha256"] == records[1]["settings_sha256"] and records[0]["gpu_layers"] == 0
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"config": {"telemetry": {"backends": ["none"], "interval_s": 0.25}}},
+        {"config": {"bench": {"enabled": False, "peer_client": {"enabled": True, "command": ["true"]}}}},
+    ],
+    ids=["telemetry", "bench"],
+)
+def test_a_journal_resumes_whatever_the_engine_is_not_started_with(tmp_path, echo, monkeypatch, second):
+    records, stale = _rerun(tmp_path, echo, monkeypatch, {}, second)
+    assert stale == [] and [r["process_start_reason"] for r in records] == ["series_start", "resumed"]
 
 
 @pytest.mark.parametrize(
@@ -134,15 +152,14 @@ def test_a_journal_of_the_same_plan_resumes(tmp_path, echo, monkeypatch):
     [
         ({"engine": {"gpu_layers": 0}}, {"engine": {"gpu_layers": 99}}),
         ({"identity": {"gpu_uuid": "GPU-1111"}}, {"identity": {"gpu_uuid": "GPU-2222"}}),
-        # Settings the resume check does not name: the plan's sha256 holds them all, so a setting
-        # added later cannot be forgotten there.
+        # Settings the resume check does not name: the server settings' sha256 holds them all, so a
+        # setting added later cannot be forgotten there.
         ({}, {"engine": {"a_setting_added_later": 1}}),
         ({}, {"config": {"server": {"port": 0, "ready_timeout_s": 30, "shot_timeout_s": 600}}}),
-        ({}, {"config": {"telemetry": {"backends": ["none"], "interval_s": 0.25}}}),
     ],
-    ids=["gpu_layers", "gpu_uuid", "new_engine_setting", "server", "telemetry"],
+    ids=["gpu_layers", "gpu_uuid", "new_engine_setting", "server"],
 )
-def test_a_journal_of_another_plan_or_gpu_is_set_aside(tmp_path, echo, monkeypatch, first, second):
+def test_a_journal_of_other_server_settings_or_gpu_is_set_aside(tmp_path, echo, monkeypatch, first, second):
     records, stale = _rerun(tmp_path, echo, monkeypatch, first, second)
     assert len(stale) == 1
     assert [r["process_start_reason"] for r in records] == ["series_start", "series_start"]
@@ -320,3 +337,104 @@ def test_a_failure_mid_series_keeps_every_attempts_samples_tagged_with_the_shots
     samples = [json.loads(line) for line in partial.read_text().splitlines()]
     assert {s["shot_id"] for s in samples} >= {f"{job.job_id}/shot1", f"{job.job_id}/shot2"}
     assert not list(samples_path.parent.glob("*stale*"))  # nothing of the kept shot 1 set aside
+
+
+def _outputs(tmp_path, job) -> SeriesOutputs:
+    return SeriesOutputs(*(tmp_path / d / f"{job.job_id}.{x}" for d, x in
+                           (("shots", "jsonl"), ("telemetry", "jsonl"), ("bench", "json"))))  # fmt: skip
+
+
+def test_two_runs_of_one_series_cannot_both_write(tmp_path, echo, monkeypatch):
+    """A second run of a series while the first measures (two snakemake runs started by hand) stops
+    with one line at once: it neither waits to measure the series again nor writes to its journal."""
+    # The machine's measurement lock in a folder of this test's own: other measurements on this
+    # machine must not hold up the first run (the second would wait on it, lock or no lock).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    job = warm_job(shots=2, length=16)
+    outputs = _outputs(tmp_path, job)
+    telemetry = {"backends": ["none"], "interval_s": 0.05}
+    first_is_measuring, release_first = threading.Event(), threading.Event()
+
+    def hold_at_shot_2(position: int) -> None:
+        if position == 2:
+            first_is_measuring.set()
+            release_first.wait(60)
+
+    first_ctx = dataclasses.replace(job_context(tmp_path, job, real=echo), progress=hold_at_shot_2)
+    first = threading.Thread(target=measure_series, args=(first_ctx, outputs, telemetry, {"enabled": False}))
+    first.start()
+    second_error: list[BaseException] = []
+
+    def second_run() -> None:
+        try:
+            measure_series(job_context(tmp_path, job, real=echo), outputs, telemetry, {"enabled": False})
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test thread
+            second_error.append(exc)
+
+    try:
+        assert first_is_measuring.wait(60)
+        written = outputs.shots.with_name(outputs.shots.name + ".partial").read_text()
+        second = threading.Thread(target=second_run)
+        second.start()
+        second.join(10)
+        assert not second.is_alive(), "the second run waited to measure the series again"
+        assert outputs.shots.with_name(outputs.shots.name + ".partial").read_text() == written
+    finally:
+        release_first.set()
+        first.join(120)
+        if "second" in locals():
+            second.join(120)
+    assert len(second_error) == 1 and isinstance(second_error[0], WhichshotError)
+    assert "another job is measuring this series" in str(second_error[0])
+    assert "\n" not in str(second_error[0])
+    final = [json.loads(line) for line in outputs.shots.read_text().splitlines()]
+    assert [r["series_position"] for r in final] == [1, 2]  # the first run's series, written once
+    assert child_processes() == []
+
+
+class _KillBetweenFinalNames:
+    """os for whichshot.atomic, but a kill (SIGINT) as a second output of the job gets its final name:
+    the moment between the journals' two renames (or links)."""
+
+    def __init__(self, outputs: SeriesOutputs) -> None:
+        self.finals = {outputs.shots, outputs.telemetry}
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
+
+    def _guard(self, target) -> None:
+        target = Path(target)
+        if target in self.finals and any(f.exists() for f in self.finals - {target}):
+            raise KeyboardInterrupt
+
+    def replace(self, source, target) -> None:
+        self._guard(target)
+        os.replace(source, target)
+
+    def link(self, source, target) -> None:
+        self._guard(target)
+        os.link(source, target)
+
+
+def test_a_kill_between_the_two_final_names_loses_neither_shots_nor_samples(tmp_path, echo, monkeypatch):
+    job = warm_job(shots=2, length=16)
+    outputs = _outputs(tmp_path, job)
+    telemetry = {"backends": ["linux"], "interval_s": 0.05}
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the measurement lock: this test's own
+    monkeypatch.setattr(atomic, "os", _KillBetweenFinalNames(outputs))
+    with pytest.raises(KeyboardInterrupt):
+        measure_series(job_context(tmp_path, job, real=echo), outputs, telemetry, {"enabled": False})
+    monkeypatch.setattr(atomic, "os", os)
+    first_shots = JsonlJournal(outputs.shots).read_existing()
+    for path in dataclasses.astuple(outputs):  # Snakemake deletes a failed job's outputs
+        path.unlink(missing_ok=True)
+
+    measure_series(job_context(tmp_path, job, real=echo), outputs, telemetry, {"enabled": False})
+    final = [json.loads(line) for line in outputs.shots.read_text().splitlines()]
+    assert [r["wall_start_utc"] for r in final] == [r["wall_start_utc"] for r in first_shots]
+    assert len(final) == 2  # measured once, by the first attempt
+    samples = [json.loads(line) for line in outputs.telemetry.read_text().splitlines()]
+    assert {s["shot_id"] for s in samples} >= {r["shot_id"] for r in final}  # the first attempt's samples
+    assert not list(outputs.shots.parent.glob("*.partial")) and not list(
+        outputs.telemetry.parent.glob("*.partial")
+    )

@@ -82,3 +82,15 @@ def test_the_echo_engine_sends_its_events_over_time(tmp_path):
     assert head.startswith(b"http/1.0 200")
     assert len(arrivals) == N_EVENTS
     assert arrivals[-1] - arrivals[0] > SPREAD_S - 0.05
+
+
+def test_a_fast_engines_events_are_separate_deliveries(tmp_path):
+    """An event every 0.2 ms (5,000 a second, faster than any engine here) is not mistaken for a
+    buffered stream: the client waits for most of them, each its own delivery."""
+    argv = [str(TESTS / "fake_engine_http.py"), "ok", "--gap-s", "0.0002", "--chunked"]
+    with serving(tmp_path, argv) as port:
+        record = post_stream(
+            f"http://{LOOPBACK}:{port}/completion", {"prompt": [1], "n_predict": 64}, 30, 100
+        )
+    token_deliveries = record.deliveries[:-1]  # the last event is the final (stop) one
+    assert len(token_deliveries) == 64 and len(set(token_deliveries)) > 32

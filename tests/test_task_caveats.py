@@ -6,8 +6,7 @@ import pandas as pd
 
 from tests.shot_tables import cell, series, table
 from whichshot.figures.table import compute_figures
-from whichshot.report.summary import workload_table
-from whichshot.report.tables import build_tables
+from whichshot.report.summary import render_summary
 
 
 def recall(mode: str, kind: str = "real") -> dict:
@@ -72,14 +71,14 @@ def test_the_report_sets_apart_exactly_the_speed_ups_whose_cells_failed():
         series(explain("ngram"), shots(50.0, task_done=False)),
     )
     frame = pd.DataFrame([f.as_row() for f in figures])
-    tables = build_tables(frame)
-    apart = {(r["workload"], r["spec_mode"]): r["speedup_set_apart"] for r in tables.workloads}
-    assert apart[("explain", "ngram")] is True and apart[("verbatim_recall", "ngram")] is False
-    lines = workload_table(tables.workloads, {})
+    summary = render_summary(frame, pd.DataFrame(list(caveats.values())), "t")
+    lines = summary.split("## Workloads × speculative modes")[1].split("\n## ")[0].splitlines()
     explain_row = next(line for line in lines if "| explain |" in line and "| ngram |" in line)
     recall_row = next(line for line in lines if "| verbatim_recall |" in line and "| ngram |" in line)
-    assert "✗" in explain_row and "task not done" in explain_row
-    assert "✗" not in recall_row
+    (number,) = [line.split(".")[0] for line in summary.splitlines() if "**task_not_done**" in line]
+    struck = explain_row.split(" | ")[7]  # the speed-up column, after the six axes and decode
+    assert struck.startswith("✗ ~~2.50 D") and struck.endswith(f"[{number}]~~ gate failed")
+    assert "✗" not in recall_row and recall_row.split(" | ")[7].startswith("2.00 D")
 
 
 def test_a_speed_up_from_the_output_repeating_itself_is_caveated():

@@ -67,11 +67,16 @@ class JsonlJournal:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def promote(self) -> None:
-        """Give the journal its final name: the job is complete."""
+    def publish(self) -> None:
+        """Give the journal's records their final name as well, keeping the journal itself (a
+        hard link; a copy where the filesystem has none): promote_together then drops the journal."""
         if not self.partial_path.exists():
             self.partial_path.touch()
-        os.replace(self.partial_path, self.final_path)
+        self.final_path.unlink(missing_ok=True)
+        try:
+            os.link(self.partial_path, self.final_path)
+        except OSError:
+            write_text_atomic(self.final_path, self.partial_path.read_text(encoding="utf-8"))
 
     def set_aside(self, why: str) -> Path | None:
         """Rename the journal out of the way (kept, never deleted): its records are not to be resumed."""
@@ -103,3 +108,15 @@ class JsonlJournal:
 
 def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def promote_together(journals: list[JsonlJournal]) -> None:
+    """Give a job's journals their final names (the job is complete), the first most precious: every
+    final name appears before any journal goes, and the journals go in reverse order. A job killed
+    in between fails, and the workflow then deletes its outputs: every journal still there is
+    resumed by the rerun, so a kill before the last final name appears loses nothing, and one after
+    it at most the later journals'."""
+    for journal in journals:
+        journal.publish()
+    for journal in reversed(journals):
+        journal.partial_path.unlink()

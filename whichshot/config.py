@@ -10,14 +10,23 @@ from typing import Any
 
 import jsonschema
 import yaml
+from snakemake.utils import update_config  # snakemake's own merge of config files: what a run does
 
 from whichshot.claims.grid import extend_grid
 from whichshot.claims.load import load_claims
 from whichshot.engine import engine_kinds, import_engine_modules, load_engine
-from whichshot.engine_config import check_engines, check_load_axes, check_spec_modes, check_warmups
+from whichshot.engine_config import (
+    check_compile_caches,
+    check_engines,
+    check_load_axes,
+    check_spec_modes,
+    check_warmups,
+)
 from whichshot.errors import WhichshotError
+from whichshot.measure.grid import workload_protocol
 from whichshot.prepare.synthetic import check_synthetic_shape
 from whichshot.prepare.traces import load_traces
+from whichshot.prepare.user_inputs import check_user_inputs
 from whichshot.shots.axes import AXES
 from whichshot.tables import record_schema
 
@@ -89,8 +98,22 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
     _check_prompts_fit_context(config)
     check_output_budget(config["workloads"])
     _check_traces(config)
+    check_user_inputs(config)
     _check_placement(config)
     return config
+
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
+REPLACES_DEFAULT = "--replace-workflow-config"  # a ready config that says so is run without the default
+
+
+def config_as_run(path: str | Path, default: Path = DEFAULT_CONFIG) -> dict[str, Any]:
+    """The config Snakemake runs with `--configfile path`: the file on top of the default config,
+    unless the file says it is run with --replace-workflow-config; checked, with the schema's defaults."""
+    text = Path(path).read_text(encoding="utf-8")
+    config = {} if REPLACES_DEFAULT in text else yaml.safe_load(default.read_text(encoding="utf-8"))
+    update_config(config, yaml.safe_load(text))
+    return check_config(copy.deepcopy(config))
 
 
 def check_config_file(path: str | Path) -> None:
@@ -213,6 +236,7 @@ def _check_draft_models(config: dict[str, Any]) -> None:
     check_spec_modes(config)
     check_warmups(config)
     check_load_axes(config)
+    check_compile_caches(config)
 
 
 def _check_synthetic_donors(config: dict[str, Any]) -> None:
@@ -236,6 +260,14 @@ def _check_grid_not_empty(config: dict[str, Any]) -> None:
     if protocol["cold_processes"] == 0 and protocol["warm_shots"] == 0:
         raise WhichshotError(
             "invalid config: protocol: cold_processes and warm_shots are both 0, the grid is empty"
+        )
+    asked = [f"workloads {', '.join(config['workloads']['names'])}"] if config["workloads"]["names"] else []
+    asked += [f"trace {name}" for name in config["traces"]]
+    lengths = workload_protocol(config)
+    if asked and not (lengths["cold_processes"] or lengths["warm_shots"]):
+        raise WhichshotError(
+            "invalid config: workloads: cold_processes and warm_shots are both 0 (where unset, the "
+            f"protocol's), so {' and '.join(asked)} would run no series"
         )
 
 

@@ -4,6 +4,7 @@ own checks are its module's (check_config, check_mode)."""
 from typing import Any
 
 from whichshot.engine import engine_kinds, load_engine
+from whichshot.engine.base import compile_caches
 from whichshot.errors import invalid_config
 from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, DEFAULT_WARMUP, ONE_STREAM
 from whichshot.spec_modes import applies, is_no_draft, kind_settings, uses_draft_model
@@ -60,6 +61,20 @@ def check_load_axes(config: dict[str, Any]) -> None:
                     f"engine {name} ({spec['kind']}) cannot set it; it runs only {default[0]}",
                 )
     _check_slot_context(config["protocol"], config["prompts"]["lengths"])
+
+
+def check_compile_caches(config: dict[str, Any]) -> None:
+    """Some engine of the config can start a process with each compile cache asked for."""
+    offered = {
+        value for spec in config["engines"].values() for value in compile_caches(load_engine(spec["kind"]))
+    }
+    for value in config["protocol"]["compile_caches"]:
+        if value not in offered:
+            raise invalid_config(
+                "protocol.compile_caches",
+                f"no engine of this config has a compile cache to start {value!r} (vllm has; llama_cpp, "
+                "transformers and openai run only engine_default)",
+            )
 
 
 def _check_slot_context(protocol: dict[str, Any], lengths: list[int]) -> None:

@@ -2,7 +2,9 @@
 shot, the warm statistic, each warm shot index, with and without drafting where the claim does not
 say), which of them fall within its tolerance, and a verdict in words: how many readings were compared
 and how many matched, led by the protocol statistic (the cell's cold or warm figure, not the best of
-all its shot indices); a match by fewer than half of the readings is a "minority match".
+all its shot indices). A claim that a protocol statistic matches says which first ("matches the cold
+shot", "matches the warm statistic"); a "minority match" is one that no protocol statistic matches,
+only some single shot index (or, without statistics among the readings, fewer than half of them).
 
 A reading is a figures.parquet row: the verdict cites the figure ids it rests on, so "which shot is
 this number?" is answered for the claim as for any figure. A reading resting on a gated-out figure
@@ -38,6 +40,7 @@ class Reading:
     unit: str
     statistic: bool  # the cell's protocol statistic (cold or warm figure), not one shot index of it
     gated: str = ""  # why the reading is not compared (caveats.gates), "" where it is
+    statistic_name: str = ""  # "the cold shot", "the warm statistic", ... ("" for a shot index)
 
     def off_by(self, claimed: float) -> float:
         """ours / claimed - 1 (ours - claimed for a claimed 0)."""
@@ -91,8 +94,16 @@ def _same(value: Any, wanted: Any) -> bool:
 def _reading(row: dict[str, Any]) -> Reading:
     statistic = not _present(row.get("shot_index"))
     gated = gate_words(gated_out(row))
-    return Reading(
-        _label(row), float(row["value"]), (row["figure_id"],), row["cell_id"], row["unit"], statistic, gated
+    return Reading(_label(row), float(row["value"]), (row["figure_id"],), row["cell_id"], row["unit"],
+                   statistic, gated, _statistic_name(row) if statistic else "")  # fmt: skip
+
+
+def _statistic_name(row: dict[str, Any]) -> str:
+    """Which protocol statistic a per-cell figure is, in words."""
+    if str(row.get("which_shot") or "").startswith(EVERY_SHOT):
+        return "every ok shot"
+    return {"cold": "the cold shot", "warm": "the warm statistic"}.get(
+        row.get("protocol"), "the run's figure"
     )
 
 
@@ -149,6 +160,7 @@ def _ratio_readings(claim: Claim, figures: pd.DataFrame) -> list[Reading]:
                 "ratio",
                 statistic=True,
                 gated=gate_words(gated_out(row) or gated_out(other)),
+                statistic_name=f"{_statistic_name(row)} over {_statistic_name(other)}",
             )
         )
     return found
@@ -252,8 +264,8 @@ def _not_checkable_here(claim: Claim, unchecked: pd.DataFrame | None) -> str:
 
 
 def _compared(claim: Claim, readings: list[Reading]) -> tuple[str, str]:
-    """matches, minority match (fewer than half of the readings within) or not reproduced, in words
-    that lead with the protocol statistic."""
+    """matches (led by the protocol statistic that matches), minority match (no protocol statistic
+    matches, only shot-index readings) or not reproduced, in words that lead with the statistic."""
     within = [r for r in readings if claim.holds(r.value)]
     tolerance = f"claimed {claim.value:.4g}, tolerance {claim.tolerance:.0%}"
     head = (
@@ -264,6 +276,11 @@ def _compared(claim: Claim, readings: list[Reading]) -> tuple[str, str]:
         return "not reproduced", f"not reproduced: {head}{spread}"
     others = _listed([f"{r.label} = {r.value:.4g}" for r in within if not r.statistic])
     tail = f"; other readings within: {others}" if others else ""
+    matched = list(dict.fromkeys(r.statistic_name for r in within if r.statistic))
+    if matched:
+        return "matches", f"matches {' and '.join(matched)}: {head}{tail}"
+    if any(r.statistic for r in readings):
+        return "minority match", f"minority match: no protocol statistic matches, only {head}{tail}"
     if 2 * len(within) < len(readings):
         return "minority match", f"minority match: only {head}{tail}"
     return "matches", f"matches: {head}{tail}"

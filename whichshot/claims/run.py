@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from whichshot.claims.check import check_claims
 from whichshot.claims.load import load_claims
@@ -31,8 +32,11 @@ def probe_files(results: Path) -> list[Path]:
 
 
 def hardware_names(shots: pd.DataFrame, probe_paths: list[Path]) -> list[str]:
-    """What this run ran on, by name: its CPU models and the GPUs the probes named."""
+    """What this run ran on, by name: its CPU models, the GPUs its shots computed on (gpu_name, '|'-joined
+    where a job's GPUs differ) and the GPUs the probes named."""
     names = [str(n) for n in shots["cpu_model"].dropna().unique()] if "cpu_model" in shots else []
+    if "gpu_name" in shots:
+        names += [name for joined in shots["gpu_name"].dropna().unique() for name in str(joined).split("|")]
     for path in probe_paths:
         names += [gpu["name"] for gpu in json.loads(Path(path).read_text())["gpus"]]
     return list(dict.fromkeys(names))
@@ -43,7 +47,8 @@ def verdicts(
 ) -> list[dict[str, Any]]:
     claims = [claim for path in claim_files for claim in load_claims(Path(path))]
     figures = read_figures(figures_path)
-    shots = pd.read_parquet(shots_path, columns=["cpu_model"])
+    present = set(pq.read_schema(shots_path).names)
+    shots = pd.read_parquet(shots_path, columns=[c for c in ("cpu_model", "gpu_name") if c in present])
     return check_claims(claims, figures, hardware_names(shots, probe_paths))
 
 

@@ -12,7 +12,8 @@ from whichshot.engine.base import Engine
 
 _REGISTRY: dict[str, Engine] = {}
 # Built-in kind -> module (transformers' may not be named transformers: it would shadow the library).
-_BUILT_IN = {"llama_cpp": "llama_cpp", "transformers": "transformers_engine", "openai": "openai_compat"}
+_BUILT_IN = {"llama_cpp": "llama_cpp", "transformers": "transformers_engine", "openai": "openai_compat",
+             "vllm": "vllm"}  # fmt: skip
 
 
 def register(engine: Engine) -> Engine:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from whichshot.engine.process import EngineProcess
-from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.axes import DEFAULT_COMPILE_CACHE, DEFAULT_PREFILL_CHUNK, ONE_STREAM
 from whichshot.shots.caveat import ShotsRule
 from whichshot.telemetry.gpus import GpuUse
 
@@ -33,8 +33,27 @@ class ServerSettings:
     warmup: str = "engine_default"  # protocol.engine_warmup: engine_default, on or off
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK  # protocol.prefill_chunk_tokens
     streams: int = ONE_STREAM  # protocol.parallel_streams: slots of the process (requests at once)
+    compile_cache: str = DEFAULT_COMPILE_CACHE  # protocol.compile_caches: the cache the process starts with
+    # A process that only tokenizes (prompt building): no shot is timed, so an engine may start it
+    # lighter (vLLM skips its compile and warm-up).
+    tokenize_only: bool = False
     # The config's engine entry, as given (secrets included: never written down from here).
     engine_spec: dict[str, Any] = field(default_factory=dict)
+
+
+# What a process's start-up said of itself, as shot columns (RunningEngine.startup_facts; None where
+# the engine does not say): its KV cache, the start-up phases it logged, what its compile cache held.
+STARTUP_FACTS = (
+    "kv_cache_mib", "kv_cache_cells", "kv_cache_type", "kv_cache_tokens",
+    "engine_load_weights_s", "engine_compile_s", "engine_warmup_s", "engine_init_s", "compile_cache_run",
+    "served_model_sha256",
+)  # fmt: skip
+
+
+def compile_caches(engine: "Engine") -> tuple[str, ...]:
+    """The protocol.compile_caches values an engine kind can start a process with (a kind without a
+    compile cache of its own: only the default)."""
+    return getattr(engine, "compile_caches", (DEFAULT_COMPILE_CACHE,))
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,15 @@ class ShotOutcome:
     # Requests the engine served beyond the shot to complete its record (a replay): they count
     # as served by the process, so the next shot's index shows them.
     extra_requests: int = 0
+    # True where the engine built the prompt's tokens itself (a chat template around the text, a
+    # text prompt it tokenized): then prompt_tokens_engine, not the ids sent, is what it prefilled.
+    prompt_built_by_engine: bool = False
+    # The model id the engine's answer named (an OpenAI server's `model` field); None: not said.
+    served_model: str | None = None
+    # How many deliveries of the stream (engine.sse) carried the token events (None: not known),
+    # and which of the stream's events were the token events.
+    token_deliveries: int | None = None
+    token_event_indexes: list[int] = field(default_factory=list)
 
 
 class RunningEngine(Protocol):
@@ -90,6 +118,10 @@ class RunningEngine(Protocol):
     # The warm-up its process showed it ran before it reported ready (ONE_DECODE or NO_WARMUP), as
     # its log or its own answer says; None where nothing it shows tells (shots' engine_warmup_run).
     warmup_observed: str | None
+
+    # A server whichshot attached to may also say when its process started, read before each shot
+    # so that a restart is seen (None where it does not say):
+    # def process_start_mark(self) -> str | None
 
     def tokenize(self, text: str, parse_special: bool = False) -> list[int]: ...
 
@@ -167,3 +199,6 @@ class Engine(Protocol):
     # Load axes (protocol.prefill_chunk_tokens, protocol.parallel_streams) this kind can set; on
     # the others it runs only their defaults (the config check refuses more).
     load_axes: frozenset[str]
+    # Optional: the protocol.compile_caches values it can start a process with (compile_caches());
+    # the grid runs the others only on kinds that have them.
+    # compile_caches: tuple[str, ...]

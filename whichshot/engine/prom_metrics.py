@@ -21,10 +21,13 @@ SPEC_COUNTERS: dict[str, tuple[str, ...]] = {
     "drafts": ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
 }
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Metric name -> value summed over its label sets (e.g. vLLM's one series per engine)."""
+def parse_prometheus(text: str, split_by: tuple[str, ...] = ()) -> dict[str, float]:
+    """Metric name -> value summed over its label sets (e.g. vLLM's one series per engine); a sample
+    that carries a label of `split_by` also counts under `name{label="value"}` (vLLM's acceptance per
+    draft position: split_by=("position",))."""
     values: dict[str, float] = {}
     for line in text.splitlines():
         match = _SAMPLE.match(line.strip())
@@ -34,8 +37,13 @@ def parse_prometheus(text: str) -> dict[str, float]:
             value = float(match.group(3))
         except ValueError:
             continue
-        if math.isfinite(value):
-            values[match.group(1)] = values.get(match.group(1), 0.0) + value
+        if not math.isfinite(value):
+            continue
+        name = match.group(1)
+        labels = dict(_LABEL.findall(match.group(2) or ""))
+        keys = [name, *(f'{name}{{{label}="{labels[label]}"}}' for label in split_by if label in labels)]
+        for key in keys:
+            values[key] = values.get(key, 0.0) + value
     return values
 
 

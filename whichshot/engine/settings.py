@@ -3,7 +3,7 @@
 from typing import Any
 
 from whichshot.engine.base import ServerSettings
-from whichshot.shots.axes import DEFAULT_PREFILL_CHUNK, ONE_STREAM
+from whichshot.shots.axes import DEFAULT_COMPILE_CACHE, DEFAULT_PREFILL_CHUNK, ONE_STREAM
 
 
 def server_settings(
@@ -14,6 +14,7 @@ def server_settings(
     warmup: str = "engine_default",
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
     streams: int = ONE_STREAM,
+    compile_cache: str = DEFAULT_COMPILE_CACHE,
 ) -> ServerSettings:
     """How every process of this engine is started."""
     return ServerSettings(
@@ -26,5 +27,6 @@ def server_settings(
         warmup=warmup,
         prefill_chunk=prefill_chunk,
         streams=streams,
+        compile_cache=compile_cache,
         engine_spec=engine,
     )

@@ -27,20 +27,28 @@ def stream_completion(url: str, payload: dict[str, Any], request: ShotRequest) -
     limit = request.max_output_tokens + 2
     streamed = post_stream(url, payload, request.timeout_s, limit, request.on_first_token)
     request.stream_ended()
-    return stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
+    outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
+    outcome.token_deliveries = token_deliveries(streamed.deliveries, outcome.token_event_indexes)
+    return outcome
+
+
+def token_deliveries(deliveries: list[int], token_event_indexes: list[int]) -> int:
+    """How many of the stream's deliveries carried its token events."""
+    return len({deliveries[i] for i in token_event_indexes})
 
 
 def stream_outcome(t_request_s: float, t_end_s: float, events: list, request: ShotRequest) -> ShotOutcome:
     """A ShotOutcome from llama-server-shaped events (token ids per event, a final stop event).
     Each event's token count is its step in `tokens_predicted` where the engine sends it (else its
     number of ids); ids the stream did not carry stand as None at their positions."""
-    token_events, token_ids, text_parts = [], [], []
+    token_events, token_ids, text_parts, indexes = [], [], [], []
     final: dict[str, Any] = {}
-    for t_arrival_s, event in events:
+    for index, (t_arrival_s, event) in enumerate(events):
         ids = _event_tokens(event)
         count = _event_count(event, ids, len(token_ids))
         if count:
             token_events.append((t_arrival_s, count))
+            indexes.append(index)
             token_ids.extend([None] * (count - len(ids)) + ids)
         text_parts.append(_event_text(event))
         if event.get("stop"):
@@ -62,6 +70,7 @@ def stream_outcome(t_request_s: float, t_end_s: float, events: list, request: Sh
         engine_timings=timings,
         stop_reason=final.get("stop_type"),
         output_tokens_streamed=sum(i is not None for i in token_ids),
+        token_event_indexes=indexes,
     )
 
 

@@ -6,6 +6,7 @@ figures), so any figure can be checked from shots.parquet alone.
 """
 
 import json
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures.noise import bootstrap_high, bootstrap_low, verdict_code
 from whichshot.figures.statistic import outlier_flags
+from whichshot.figures.verdict import process_values, ratio_interval, ratio_range, verdict_code
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,74 @@ def minimum(rows, columns, params, inputs=()) -> float | None:
     return min(values) if values else None
 
 
+def _process_sides(rows: pd.DataFrame, column: str, params: Mapping[str, Any]) -> tuple[tuple, tuple]:
+    """Each side's per-process values (rows of both cells, told apart by params['side_axis'])."""
+    axis = params["side_axis"]
+    side, reference = (rows[rows[axis] == params[which]] for which in ("side", "reference"))
+    return process_values(side, column), process_values(reference, column)
+
+
+def _as_asked(value: float | None, params: Mapping[str, Any]) -> float | None:
+    """A ratio, or the relative delta (ratio - 1) where params['less_one']."""
+    return None if value is None else value - 1 if params.get("less_one") else value
+
+
+def process_ratio(rows, columns, params, inputs=()) -> float | None:
+    """The ratio of the sides' geometric means over their processes (figures.verdict)."""
+    side, reference = _process_sides(rows, columns[0], params)
+    if not side or not reference or min(*side, *reference) <= 0:
+        return None
+    logs = statistics.fmean(math.log(v) for v in side) - statistics.fmean(math.log(v) for v in reference)
+    return _as_asked(math.exp(logs), params)
+
+
+def process_ratio_low(rows, columns, params, inputs=()) -> float | None:
+    interval = ratio_interval(*_process_sides(rows, columns[0], params))
+    return None if interval is None else _as_asked(interval.low, params)
+
+
+def process_ratio_high(rows, columns, params, inputs=()) -> float | None:
+    interval = ratio_interval(*_process_sides(rows, columns[0], params))
+    return None if interval is None else _as_asked(interval.high, params)
+
+
+def process_ratio_min(rows, columns, params, inputs=()) -> float | None:
+    span = ratio_range(*_process_sides(rows, columns[0], params))
+    return None if span is None else _as_asked(span[0], params)
+
+
+def process_ratio_max(rows, columns, params, inputs=()) -> float | None:
+    span = ratio_range(*_process_sides(rows, columns[0], params))
+    return None if span is None else _as_asked(span[1], params)
+
+
+def lowest_process(rows, columns, params, inputs=()) -> float | None:
+    """The lowest per-process value (a process's value: the median of its rows)."""
+    values = process_values(rows, columns[0])
+    return min(values) if values else None
+
+
+def highest_process(rows, columns, params, inputs=()) -> float | None:
+    values = process_values(rows, columns[0])
+    return max(values) if values else None
+
+
+def verdict(values, params) -> float | None:
+    """(low, high) of an interval -> its verdict code (figures.verdict), on relative deltas."""
+    low, high = values
+    if low is None or high is None:
+        return None
+    offset = 0.0 if params["less_one"] else 1.0
+    return verdict_code(low - offset, high - offset, params["margin"])
+
+
 def ratio_of_sums(rows, columns, params, inputs=()) -> float | None:
+    """Summed numerator over summed denominator; where both summed to 0 over counted rows, the
+    parameter "both_zero" where given (a drafter that drafted nothing accepted 0 %), else none."""
     numerator, denominator = (rows[c].fillna(0).sum() for c in columns)
-    return float(numerator / denominator) if denominator > 0 else None
+    if denominator > 0:
+        return float(numerator / denominator)
+    return params.get("both_zero") if len(rows) and denominator == 0 and numerator == 0 else None
 
 
 def median_of_ratios(rows, columns, params, inputs=()) -> float | None:
@@ -211,10 +277,9 @@ def highest_input(values, params) -> float | None:
     return max(present) if present else None
 
 
-def count_groups_passing(values, params) -> float | None:
-    """Groups of params["group"] shares -> how many groups have every share at 1 (every shot passed
-    every check of the group)."""
-    return float(sum(all(v == 1 for v in group) for group in _groups(values, params["group"])))
+def count_passing(values, params) -> float | None:
+    """How many of the inputs params['passing'] marks as passing (the best-mode count)."""
+    return float(sum(bool(p) for p in params["passing"]))
 
 
 def clock_scaled(values, params) -> float | None:
@@ -310,11 +375,16 @@ AGGREGATIONS = {
         Aggregation("median_of_series_medians", "shots", median_of_series_medians, picks_one_value=True),
         Aggregation("maximum", "shots", maximum, picks_one_value=True),
         Aggregation("minimum", "shots", minimum, picks_one_value=True),
-        Aggregation("bootstrap_low", "shots", bootstrap_low),
-        Aggregation("bootstrap_high", "shots", bootstrap_high),
-        Aggregation("noise_verdict", "figures", verdict_code),
+        Aggregation("lowest_process", "shots", lowest_process, picks_one_value=True),
+        Aggregation("highest_process", "shots", highest_process, picks_one_value=True),
+        Aggregation("process_ratio", "shots", process_ratio),
+        Aggregation("process_ratio_low", "shots", process_ratio_low),
+        Aggregation("process_ratio_high", "shots", process_ratio_high),
+        Aggregation("process_ratio_min", "shots", process_ratio_min),
+        Aggregation("process_ratio_max", "shots", process_ratio_max),
+        Aggregation("verdict", "figures", verdict),
         Aggregation("highest_input", "figures", highest_input),
-        Aggregation("count_groups_passing", "figures", count_groups_passing),
+        Aggregation("count_passing", "figures", count_passing),
         Aggregation("ratio_of_sums", "shots", ratio_of_sums),
         Aggregation("median_of_ratios", "shots", median_of_ratios),
         Aggregation("share_true", "shots", share_true),

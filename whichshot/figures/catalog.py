@@ -15,6 +15,7 @@ from whichshot.figures.statistic import ColdRule, WarmRule, protocol_rule
 class Catalog:
     shots: pd.DataFrame
     warm_fraction: float
+    verdict_margin: float  # comparisons within ±this are "the same" (protocol.verdict_margin)
     bench_runs: list[dict[str, Any]] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)  # results/hardware/probe*.json: peaks
     traffic: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> its per-token costs

@@ -22,6 +22,12 @@ CELL_COLUMNS = (
     "gpu_power_median_w",
     "gpu_energy_power_w",
     "energy_j_per_token",
+    # What an engine that logs its start-up said of it (vLLM), and its own TTFT: beside the cold shot.
+    "engine_ttft_s",
+    "engine_load_weights_s",
+    "engine_compile_s",
+    "engine_warmup_s",
+    "engine_init_s",
 )
 # Only workload cells copy from their prompt or repeat themselves, and only their drafted cells
 # have a draft length.

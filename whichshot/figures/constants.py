@@ -3,6 +3,7 @@ the module that measures with it, and reported as an assumed figure, so a plot o
 uses one reads it from figures.parquet like any other number."""
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -10,6 +11,7 @@ from whichshot.figures import figure
 from whichshot.figures.statistic import ROBUST_Z_THRESHOLD
 from whichshot.shots.checks import POWER_COUNTER_AGREEMENT
 from whichshot.shots.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
+from whichshot.tables import record_schema
 
 # The seed's check: warm ≈ cold × (f_warm / f_cold) within 1-2 % means only the clock changed.
 CLOCK_ONLY_TOLERANCE = 0.02
@@ -195,8 +197,17 @@ CONSTANTS = (
 )
 
 
-def constant_figures(warm_fraction: float) -> list[figure.Figure]:
-    """Every constant as an assumed figure (the warm fraction is the config's)."""
+def config_default(section: str, key: str) -> Any:
+    """A config key's default, as the config schema states it (the one place it is written)."""
+    return record_schema("config")["properties"][section]["properties"][key]["default"]
+
+
+# The margin of "same within ±m" where a run does not pass its own (protocol.verdict_margin).
+VERDICT_MARGIN = config_default("protocol", "verdict_margin")
+
+
+def constant_figures(warm_fraction: float, verdict_margin: float) -> list[figure.Figure]:
+    """Every constant as an assumed figure (the warm fraction and the verdict margin are the config's)."""
     rows = [
         *CONSTANTS,
         Constant(
@@ -204,6 +215,12 @@ def constant_figures(warm_fraction: float) -> list[figure.Figure]:
             warm_fraction,
             "fraction",
             "the warm statistic uses this last share of each run (protocol.warm_fraction)",
+        ),
+        Constant(
+            "verdict_margin",
+            verdict_margin,
+            "fraction",
+            "comparisons within this fraction are the same for practical purposes (protocol.verdict_margin)",
         ),
     ]
     return [

@@ -17,6 +17,8 @@ CLIENT_ENGINE_METRIC = "client_vs_engine_decode_ratio"
 CLIENT_ENGINE_RATIOS = {
     "client_vs_engine_decode_ratio": ("decode_tok_s", "engine_decode_tok_s"),
     "client_vs_engine_prefill_ratio": ("prefill_tok_s", "engine_prefill_tok_s"),
+    # A time, not a speed: above 1 is the time our client saw beyond the engine's own (HTTP, stream).
+    "client_vs_engine_ttft_ratio": ("ttft_s", "engine_ttft_s"),
 }
 # llama-bench test -> (its figure, our warm figure it is set against, the ratio's metric)
 BENCH_TESTS = {

@@ -13,7 +13,6 @@ from whichshot.figures.answer_figures import ANSWER_METRICS
 from whichshot.figures.constants import CONSTANTS
 from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
-from whichshot.figures.noise import METHOD as NOISE_METHOD
 from whichshot.figures.side_figures import SAME_OUTPUT, Side
 from whichshot.figures.speedup_model_figures import (
     PREDICTED_SPEEDUP,
@@ -21,6 +20,7 @@ from whichshot.figures.speedup_model_figures import (
     QUIET_PREDICTION_RESIDUAL,
     VERIFY_COST,
 )
+from whichshot.figures.verdict import METHOD as VERDICT_METHOD
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 
 
@@ -85,8 +85,8 @@ SECTIONS = (
      "above 1 is a defect of the ceiling (caveat share_above_ceiling). On a CPU the compute peak is "
      "the engine's own kernels at the model's weight types (llama-bench on a synthetic model), else "
      "our float32 GEMM probe."),
-    ("noise", "Noise: spreads, intervals and verdicts",
-     f"The answer block's figures with their provenance. Noise: {NOISE_METHOD}."),
+    ("noise", "Verdicts: spreads, intervals and comparisons",
+     f"The answer block's figures with their provenance. Verdicts: {VERDICT_METHOD}."),
     ("constants", "Constants our judgments rest on",
      "Tolerances and thresholds we chose (assumed); every caveat and plot that uses one reads it "
      "from here."),
@@ -214,6 +214,8 @@ METRICS: tuple[Metric, ...] = (
         "crosschecks",
         "client_vs_engine_decode_ratio",
         "client_vs_engine_prefill_ratio",
+        "client_vs_engine_ttft_ratio",
+        "engine_ttft_s",
         *(
             f"{test}_vs_llama_bench_ratio{end}"
             for test in ("prefill", "decode")
@@ -260,9 +262,9 @@ METRICS: tuple[Metric, ...] = (
         "prefill_share_of_ceiling",
     ),
     *_listed("noise", *sorted(ANSWER_METRICS)),
-    # The constants section lists the assumed figures, whatever their metric; the warm fraction is the
-    # config's (constants.constant_figures).
-    *_listed("constants", *(constant.metric for constant in CONSTANTS), "warm_fraction"),
+    # The constants section lists the assumed figures, whatever their metric; the warm fraction and the
+    # verdict margin are the config's (constants.constant_figures).
+    *_listed("constants", *(constant.metric for constant in CONSTANTS), "warm_fraction", "verdict_margin"),
     # Cell statistics and ratios no table lays out: they show with their full provenance.
     *_listed(
         "other",
@@ -270,6 +272,11 @@ METRICS: tuple[Metric, ...] = (
         "stream_decode_tok_s_min",
         "server_acceptance_rate",
         "server_accepted_per_step",
+        # The start-up phases an engine logs (vLLM), beside its cold shots.
+        "engine_load_weights_s",
+        "engine_compile_s",
+        "engine_warmup_s",
+        "engine_init_s",
     ),
 )
 TABLES = ("headline", "workload", "checks", "trace_mix", "trace_requests", "speedup_model", "detail",

@@ -16,7 +16,7 @@ from whichshot.figures.caveats import attach, rules
 from whichshot.figures.ceiling_figures import ceiling_figures
 from whichshot.figures.cell_figures import cell_figures
 from whichshot.figures.clock_figures import clock_drop_figures, clock_ratio_figures
-from whichshot.figures.constants import constant_figures
+from whichshot.figures.constants import VERDICT_MARGIN, constant_figures
 from whichshot.figures.crosscheck_figures import bench_figures, client_engine_figures
 from whichshot.figures.energy_figures import energy_figures
 from whichshot.figures.engine_figures import engine_figures
@@ -60,14 +60,15 @@ def compute_figures(
     warm_fraction: float,
     probes: list[dict[str, Any]] = (),
     traffic: dict[str, dict[str, Any]] | None = None,
+    verdict_margin: float = VERDICT_MARGIN,
 ) -> tuple[list[Figure], list[dict[str, Any]]]:
     """Every figure of the report, and the caveat rows (each with the figures it touches). Without
     a hardware probe (an older run) there are no ceilings; with one per node, each node's cells run
     against their node's."""
     # The output itself is not a figure's input (its sha256 and checks are): leave the heavy columns out.
     light = upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"])
-    catalog = Catalog(light, warm_fraction, bench_runs, list(probes), traffic or {})
-    catalog.add(constant_figures(warm_fraction))
+    catalog = Catalog(light, warm_fraction, verdict_margin, bench_runs, list(probes), traffic or {})
+    catalog.add(constant_figures(warm_fraction, verdict_margin))
     for family in FAMILIES:
         catalog.add(family(catalog))
     findings = [f for rule in rules() if (f := rule(catalog)) is not None]
@@ -121,6 +122,7 @@ def write_figures_from_files(
     probe_paths: list[Path] = (),
     traffic_paths: list[Path] = (),
     after_paths: list[Path] = (),
+    verdict_margin: float = VERDICT_MARGIN,
 ) -> None:
     """The compute_figures step, from the files the pipeline writes; `after_paths` are the engine
     kernels' second pass, each named as the probe of its machine."""
@@ -129,5 +131,7 @@ def write_figures_from_files(
     probes = [merge_after(json.loads(Path(p).read_text()), after.get(Path(p).name, {})) for p in probe_paths]
     read = [json.loads(Path(p).read_text()) for p in traffic_paths]
     traffic = {t["model"]: t for t in read if "not_derivable" not in t}  # no ceiling for the rest
-    figures, caveats = compute_figures(read_shots(shots_path), bench_runs, warm_fraction, probes, traffic)
+    figures, caveats = compute_figures(
+        read_shots(shots_path), bench_runs, warm_fraction, probes, traffic, verdict_margin
+    )
     write_figure_tables(figures, caveats, figures_path, caveats_path)

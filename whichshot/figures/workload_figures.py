@@ -7,7 +7,8 @@ import pandas as pd
 
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
-from whichshot.figures.cells import Cell, group_cells
+from whichshot.figures.cells import Cell, group_cells, shots_in
+from whichshot.figures.comparison import Pair, comparison_figures
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
 # (figure, numerator column, denominator column, words): ratios of summed counts over the shots used
@@ -43,6 +44,12 @@ SHARES = (
     ("code_parses_share", "code_parses", "code parses as Python 3"),
 )
 SPEEDUP_METRIC = "speedup_vs_none"
+SPEED = "decode_tok_s"
+# Accepted over drafted tokens: 0 % where the engine counted and drafted nothing, so that a mode that
+# drafted nothing reads as such (its speed-up then is no drafter's work), not as "does not apply".
+ACCEPTANCE_RATES = ("acceptance_rate", "server_acceptance_rate")
+# (accepted, drafted) columns of each acceptance rate, the engine's own counts first.
+ACCEPTANCE_COUNTS = tuple((n, d) for metric, n, d, _ in COUNT_RATIOS if metric in ACCEPTANCE_RATES)
 
 
 def workload_figures(catalog: Catalog) -> list[figure.Figure]:
@@ -50,38 +57,40 @@ def workload_figures(catalog: Catalog) -> list[figure.Figure]:
     for cell, rows in group_cells(catalog.shots):
         if cell["workload"] == BASE_WORKLOAD:
             continue
-        figures += _speedup(catalog, cell)
+        figures += _speedup(catalog, cell, rows)
         if cell["spec_mode"] != NO_DRAFT:
             figures += _count_ratios(catalog, cell, rows)
         figures += _shares(catalog, cell, rows)
     return figures
 
 
-def _speedup(catalog: Catalog, cell: Cell) -> list[figure.Figure]:
+def _speedup(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
+    """The drafted cell's decode speed over the no-draft cell's, processes as the unit, with its
+    interval and verdict (figures.comparison)."""
     base = {**cell, "spec_mode": NO_DRAFT}
-    ours, theirs = catalog.find(cell, "decode_tok_s"), catalog.find(base, "decode_tok_s")
-    if cell["spec_mode"] == NO_DRAFT or ours is None or theirs is None:
+    base_rows = shots_in(catalog.shots, base)
+    if cell["spec_mode"] == NO_DRAFT or base_rows.empty:
         return []
-    return [
-        figure.from_figures(
-            SPEEDUP_METRIC,
-            [ours, theirs],
-            "ratio",
-            unit="ratio",
-            baseline=base,
-            computed_by=workload_figures,
-            formula=f"decode tok/s with {cell['spec_mode']} / decode tok/s without drafting, same cell "
-            "otherwise; "
-            f"each the cell's {cell['protocol']} figure",
-        )
-    ]
+    rule = catalog.rule(cell["protocol"])
+    selections = (rule.select(rows, SPEED), rule.select(base_rows, SPEED))
+    return comparison_figures(speedup_pair(cell), selections, catalog.verdict_margin, workload_figures)
+
+
+def speedup_pair(cell: Cell, metric: str = SPEEDUP_METRIC) -> Pair:
+    """What a drafted cell's speed-up compares: its decode speed over the same cell's without drafting."""
+    base = {**cell, "spec_mode": NO_DRAFT}
+    words = (
+        f"{SPEED} with {cell['spec_mode']} / without drafting (same cell otherwise, {cell['protocol']} rule)"
+    )
+    return Pair(metric, SPEED, cell, base, "spec_mode", False, cell, base, words)
 
 
 def _count_ratios(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
     figures = []
     for metric, numerator, denominator, words in COUNT_RATIOS:
         selection = catalog.rule(cell["protocol"]).select(rows, denominator)
-        if selection.rows[denominator].fillna(0).sum() <= 0:
+        drafted_nothing = selection.rows[denominator].fillna(0).sum() <= 0
+        if drafted_nothing and (metric not in ACCEPTANCE_RATES or selection.rows.empty):
             continue
         figures.append(
             figure.from_shots(
@@ -91,7 +100,10 @@ def _count_ratios(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figu
                 "ratio_of_sums",
                 [numerator, denominator],
                 unit="tokens/step" if metric.endswith("per_step") else "fraction",
-                formula=f"{words} over the shots of the {cell['protocol']} rule",
+                parameters={"both_zero": 0.0} if metric in ACCEPTANCE_RATES else None,
+                formula=f"{words} over the shots of the {cell['protocol']} rule"
+                + ("; 0 where the engine counted no draft" if metric in ACCEPTANCE_RATES else ""),
+                note="drafted nothing (0 draft tokens counted)" if drafted_nothing else "",
                 computed_by=workload_figures,
             )
         )

@@ -109,7 +109,7 @@ def run_bracket(plan: BenchPlan, bracket: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     error = None
     for argv in same_work_argvs(plan).values():
-        test_rows, error = run_bench(argv)
+        test_rows, error = run_bench(argv, expected_rows=1)
         if error:
             break
         rows += test_rows
@@ -126,18 +126,43 @@ def bracketed(plan: BenchPlan | None, series: Callable[[], T]) -> tuple[T, list[
     return result, [before, run_bracket(plan, "after")]
 
 
-def run_bench(argv: list[str]) -> tuple[list[dict[str, Any]], str | None]:
-    """llama-bench's rows for one command, or the error it ended with (its last stderr line)."""
+def run_bench(argv: list[str], expected_rows: int) -> tuple[list[dict[str, Any]], str | None]:
+    """llama-bench's rows for one command (expected_rows of them), or why there are none: the error
+    it ended with (its last stderr line), or what in its output is not what whichshot reads. A
+    failure is recorded by the caller as not measured, never raised: the shots are the product."""
     result = run_tied(argv)  # dies with the harness, as the engine does
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         return [], f"llama-bench failed (exit {result.returncode}): {tail}"
-    return parse_bench_json(result.stdout), None
+    try:
+        rows = parse_bench_json(result.stdout)
+    except BenchOutputUnexpected as exc:
+        return [], f"llama-bench's output is not what whichshot reads: {exc}"
+    if len(rows) != expected_rows:
+        return [], f"llama-bench gave {len(rows)} result row(s) where this command asks for {expected_rows}"
+    return rows, None
+
+
+class BenchOutputUnexpected(ValueError):
+    """llama-bench printed something other than its JSON rows (a changed format, a warning on stdout)."""
+
+
+# The row keys read (llama-bench -o json), with the type each must have.
+_NUMBER = (int, float)
+_REQUIRED = {"n_prompt": int, "n_gen": int, "avg_ts": _NUMBER, "stddev_ts": _NUMBER}
 
 
 def parse_bench_json(text: str) -> list[dict[str, Any]]:
-    """llama-bench -o json rows, reduced to the test, its settings and every repetition's tok/s."""
-    rows = json.loads(text)
+    """llama-bench -o json rows, reduced to the test, its settings and every repetition's tok/s;
+    BenchOutputUnexpected (one line) where the text is not such rows."""
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchOutputUnexpected(f"not JSON ({exc.msg} at char {exc.pos}): {_start(text)}") from None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise BenchOutputUnexpected(f"not a list of result objects: {_start(text)}")
+    for index, row in enumerate(rows):
+        _check_row(index, row)
     return [
         {
             "test": "pp" if row["n_gen"] == 0 else "tg",
@@ -158,3 +183,19 @@ def parse_bench_json(text: str) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+def _check_row(index: int, row: dict[str, Any]) -> None:
+    for key, kind in _REQUIRED.items():
+        if key not in row:
+            raise BenchOutputUnexpected(f"row {index + 1} has no {key!r}")
+        if not isinstance(row[key], kind) or isinstance(row[key], bool):
+            raise BenchOutputUnexpected(f"row {index + 1}: {key!r} is {row[key]!r}, not a number")
+    samples = row.get("samples_ts", [])
+    if not isinstance(samples, list) or not all(isinstance(s, _NUMBER) for s in samples):
+        raise BenchOutputUnexpected(f"row {index + 1}: 'samples_ts' is not a list of numbers")
+
+
+def _start(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")

@@ -126,8 +126,13 @@ def duration_words(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
-def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate]) -> list[str]:
-    """The estimate in words: the total with its parts, then one line per engine, model and part."""
+def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate], finished: int = 0) -> list[str]:
+    """The estimate in words: the total with its parts, then one line per engine, model and part;
+    `finished` series (their shots on disk) are not among the estimates and are said apart."""
+    run = config.get("run_id", "run")
+    on_disk = f"{finished} series have their shots on disk (results/shots/)"
+    if not estimates:
+        return [f"{run}: nothing to measure: all {on_disk}" if finished else f"{run}: no series"]
     total = sum(e.total_s for e in estimates)
     parts = {
         "rests": sum(e.rest_s for e in estimates),
@@ -137,7 +142,7 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate]) -> li
     }
     rests = sum(e.rests for e in estimates)
     lines = [
-        f"{config.get('run_id', 'run')}: {len(estimates)} series, about {duration_words(total)} of measuring "
+        f"{run}: {len(estimates)} series, about {duration_words(total)} of measuring "
         f"({', '.join(f'{name} {duration_words(s)}' for name, s in parts.items())}; {rests} rests, "
         f"{sum(e.processes for e in estimates)} processes, {sum(e.job.series_length for e in estimates)} "
         "shots)"
@@ -154,12 +159,19 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate]) -> li
             f"(prefill {speeds.prefill_tok_s:.0f} tok/s, decode {speeds.decode_tok_s:.0f} tok/s, "
             f"{speeds.startup_s:.1f} s to ready: {speeds.source})"
         )
-    lines.append("  not counted: model downloads, engine builds, llama-bench brackets, the report")
+    lines.append(
+        "  not counted: "
+        + (f"{on_disk}, " if finished else "")
+        + "model downloads, engine builds, llama-bench brackets, the report"
+    )
     return lines
 
 
-def estimate_words(config: dict[str, Any], shots_path: Path = DEFAULT_SHOTS) -> str:
-    """The estimate of a checked config, at the speeds of `shots_path` where it exists (what a dry run
-    of the workflow prints)."""
+def estimate_words(
+    config: dict[str, Any], shots_path: Path = DEFAULT_SHOTS, finished: frozenset[str] = frozenset()
+) -> str:
+    """The estimate of a checked config, at the speeds of `shots_path` where it exists, less the
+    `finished` series (job ids whose shots are on disk: what a dry run of the workflow prints)."""
     shots = pd.read_parquet(shots_path) if Path(shots_path).exists() else None
-    return "\n".join(summary_lines(config, estimate_series(config, shots)))
+    estimates = [e for e in estimate_series(config, shots) if e.job.job_id not in finished]
+    return "\n".join(summary_lines(config, estimates, len(finished)))

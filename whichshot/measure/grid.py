@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from whichshot.engine import load_engine
+from whichshot.engine.base import compile_caches
 from whichshot.prepare.traces import load_traces
 from whichshot.prepare.workload_prompts import workload_keys
 from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
@@ -21,6 +22,7 @@ from whichshot.shots.axes import (
     AXIS,
     AXIS_TABLE,
     BASE_WORKLOAD,
+    DEFAULT_COMPILE_CACHE,
     DEFAULT_PREFILL_CHUNK,
     DEFAULT_WARMUP,
     FRESH_PROCESS,
@@ -54,6 +56,7 @@ class Job:
     prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK  # tokens per prefill step (llama.cpp -ub)
     parallel_streams: int = ONE_STREAM  # requests in flight at once against one process of this many slots
     node_requested: str | None = None  # the cluster node a node comparison runs this series on
+    compile_cache: str = DEFAULT_COMPILE_CACHE  # the compile cache each process starts with
     repeat: int
     series_length: int
 
@@ -145,16 +148,27 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
         protocol["engine_warmup"],
         protocol["prefill_chunk_tokens"],
         protocol["parallel_streams"],
+        dict.fromkeys([*protocol["compile_caches"], DEFAULT_COMPILE_CACHE]),
         range(1, protocol["repeats"] + 1),
     )
     runs = _runnable(config)
     return [
         Job(engine=engine, model=model, prompt_tokens_requested=length, **kind,
             context_tokens_requested=context, order=order, engine_warmup=warmup, prefill_chunk_tokens=chunk,
-            parallel_streams=streams, repeat=repeat)
-        for engine, model, length, kind, context, order, warmup, chunk, streams, repeat in axes
-        if runs(engine, kind)
+            parallel_streams=streams, compile_cache=cache, repeat=repeat)
+        for engine, model, length, kind, context, order, warmup, chunk, streams, cache, repeat in axes
+        if runs(engine, kind) and cache in engine_compile_caches(config, engine, kind["protocol"])
     ]  # fmt: skip
+
+
+def engine_compile_caches(config: dict[str, Any], engine: str, protocol: str) -> list[str]:
+    """The compile caches this engine's series of this protocol start processes with: a cold series
+    each of the protocol's that its kind has (engine.base.compile_caches); a warm series, and a kind
+    without a compile cache (nothing to compile), the engine's default alone: only the first shot
+    of a process could tell them apart."""
+    offered = compile_caches(load_engine(config["engines"][engine]["kind"]))
+    asked = config["protocol"]["compile_caches"] if protocol == "cold" else []
+    return [value for value in asked if value in offered] or [DEFAULT_COMPILE_CACHE]
 
 
 def _runnable(config: dict[str, Any]) -> Callable[[str, dict[str, Any]], bool]:
@@ -227,7 +241,7 @@ def expand_trace_jobs(config: dict[str, Any]) -> list[Job]:
 def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> list[Job]:
     """engines x models x items (workloads, trace requests) x every mode that applies to the engine x
     {cold; warm at the first rest} x repeats, with the workloads' series lengths."""
-    protocol = {**config["protocol"], **_workload_protocol(config["workloads"])}
+    protocol = workload_protocol(config)
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     modes = config["spec_modes"]
     axes = itertools.product(config["engines"], models, items, modes, shapes, protocol["engine_warmup"],
@@ -252,10 +266,12 @@ def on_nodes(jobs: list[Job], nodes: list[str]) -> list[Job]:
     return [replace(job, node_requested=node) for job in jobs for node in nodes]
 
 
-def _workload_protocol(workloads: dict[str, Any]) -> dict[str, Any]:
-    """Workload series lengths where the config sets them apart from the protocol grid's."""
-    keys = ("cold_processes", "warm_shots")
-    return {key: workloads[key] for key in keys if workloads.get(key) is not None}
+def workload_protocol(config: dict[str, Any]) -> dict[str, Any]:
+    """The protocol the workloads (and traces) run: the grid's, with the series lengths and repeats
+    the workloads section sets apart."""
+    workloads = config["workloads"]
+    keys = ("cold_processes", "warm_shots", "repeats")
+    return {**config["protocol"], **{key: workloads[key] for key in keys if workloads.get(key) is not None}}
 
 
 def job_by_id(config: dict[str, Any], job_id: str) -> Job:

@@ -68,7 +68,7 @@ def probe_engine_kernel(
 
 
 def _bench(argv: list[str]) -> dict[str, Any]:
-    rows, error = run_bench(argv)
+    rows, error = run_bench(argv, expected_rows=1)
     if error:
         return {"not_measured": error}
     (row,) = rows

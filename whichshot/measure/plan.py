@@ -5,9 +5,10 @@ Snakemake reruns a job whose params changed, and deletes its outputs first: so a
 series' plan only if it changes what that series measures, and re-measures exactly the series whose
 plans hold it (docs/protocol.md, "What re-measures what"). What is read only when figures are made
 (protocol.warm_fraction, claims, report, run_id) is in no plan; of the bench section a plan holds
-only what that series' brackets, verification probe and peer read. The plan's sha256 is recorded in
-every shot, and a journal resumes only shots of the same plan (measure.protocol.resume_mismatch), so
-no setting can be left out of the resume identity.
+only what that series' brackets, verification probe and peer read. The sha256 of the plan's server
+settings (SERVER_SETTINGS: every setting its engine is started and asked with) is recorded in every
+shot, and a journal resumes only shots of the same settings (measure.protocol.resume_mismatch), so a
+setting added to the engine or server sections is in the resume identity without being named.
 
 What the config cannot say comes from the job's inputs (SeriesInputs), made by earlier jobs: the
 engine's build, the model and draft model files (path, sha256) and the series' own prompts, a file
@@ -26,6 +27,7 @@ from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.verify_cost import not_probed_because
 from whichshot.prepare.series_prompts import GRID, TRACE_REQUEST, WORKLOAD
+from whichshot.redact import redact_engine
 from whichshot.shots.axes import BASE_WORKLOAD
 from whichshot.spec_modes import kind_settings, uses_draft_model
 
@@ -85,9 +87,16 @@ def bench_settings(job: Job, bench: dict[str, Any], has_bench: bool) -> dict[str
     return settings
 
 
-def plan_sha256(plan: dict[str, Any]) -> str:
-    """The plan's identity: every shot records it, and a journal resumes only shots of its plan."""
-    return sha256_text(canonical_json(plan))
+# The plan's server settings: what the series' engine is started and asked with. Not its telemetry,
+# bench or log path: an interrupted series whose brackets change still resumes its finished shots.
+SERVER_SETTINGS = ("job", "engine", "server", "spec_mode", "output_tokens")
+
+
+def settings_sha256(plan: dict[str, Any]) -> str:
+    """The sha256 of the plan's server settings, secrets redacted (a shot records it, and a key
+    changes nothing measured): every shot records it, and a journal resumes only shots of it."""
+    settings = {key: plan[key] for key in SERVER_SETTINGS}
+    return sha256_text(canonical_json({**settings, "engine": redact_engine(settings["engine"])}))
 
 
 def prompt_entries(job: Job) -> tuple[str, str]:
@@ -120,7 +129,8 @@ def job_context(plan: dict[str, Any], inputs: SeriesInputs, identity: dict[str, 
     mode = plan["spec_mode"]
     spec_args = engine.speculative_args(mode["settings"], Path(draft["path"]) if draft else None)
     settings = server_settings(plan["engine"], plan["server"], job.context_tokens_requested, tuple(spec_args),
-                               job.engine_warmup, job.prefill_chunk_tokens, job.parallel_streams)  # fmt: skip
+                               job.engine_warmup, job.prefill_chunk_tokens, job.parallel_streams,
+                               job.compile_cache)  # fmt: skip
     return JobContext(
         job=job,
         engine=engine,
@@ -135,7 +145,7 @@ def job_context(plan: dict[str, Any], inputs: SeriesInputs, identity: dict[str, 
         identity=identity,
         spec_params=mode["settings"],
         draft_model=draft,
-        plan_sha256=plan_sha256(plan),
+        settings_sha256=settings_sha256(plan),
     )
 
 

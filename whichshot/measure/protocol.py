@@ -12,7 +12,15 @@ from typing import Any, Protocol
 import requests
 
 from whichshot.atomic import JsonlJournal
-from whichshot.engine.base import Engine, RunningEngine, ServerSettings, ShotOutcome, ShotRequest
+from whichshot.engine.base import (
+    STARTUP_FACTS,
+    Engine,
+    RunningEngine,
+    ServerSettings,
+    ShotOutcome,
+    ShotRequest,
+)
+from whichshot.engine.engine_host import attached, engine_host
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import Job
@@ -25,6 +33,7 @@ from whichshot.measure.records import (
     output_fields,
     stream_fields,
 )
+from whichshot.measure.refusals import check_outcome
 from whichshot.prepare.user_texts import user_source_pin
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, ONE_STREAM, TRACE_WORKLOAD
 from whichshot.shots.quality_fields import quality_fields
@@ -65,7 +74,7 @@ class JobContext:
     identity: dict[str, Any] = field(default_factory=dict)
     spec_params: dict[str, Any] = field(default_factory=dict)  # the mode's settings for this engine kind
     draft_model: dict[str, Any] | None = None  # the draft model's record (results/models) if it drafts
-    plan_sha256: str | None = None  # the series' plan's (measure.plan); None for a context made by hand
+    settings_sha256: str | None = None  # its plan's server settings' (measure.plan); None: made by hand
     telemetry: ShotTelemetry | None = None
     progress: Callable[[int], None] | None = None  # told the position of each shot before it runs
 
@@ -78,6 +87,7 @@ class _ProcessState:
     shots_served: int = 0
     precondition_shots: int = 0
     requests_served: int = 0  # every request the process answered: streams and replays each count
+    start_mark: str | None = None  # an attached server's word for when its process started
 
 
 @dataclass
@@ -119,6 +129,7 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
     process_seq = 1 + max((r["process_seq"] for r in resumed), default=0)
     state: _ProcessState | None = None
     engine_died = False
+    warm_up_failed: _WarmUpFailure | None = None
     try:
         for position in range(1, ctx.job.series_length + 1):
             if position in finished:
@@ -128,13 +139,18 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
                 _stop(state)
                 state = _start(ctx, process_seq, reason)
                 process_seq += 1
-                if ctx.job.protocol == "warm":
-                    _precondition(ctx, state)
+                warm_up_failed = _precondition(ctx, state) if ctx.job.protocol == "warm" else None
             elif ctx.job.rest_s > 0:
                 time.sleep(ctx.job.rest_s)
             if ctx.progress is not None:
                 ctx.progress(position)
-            record = _run_shot(ctx, state, position)
+            restarted = _restarted(ctx, state, process_seq)
+            if restarted is not None:
+                state, process_seq = restarted, process_seq + 1
+            if warm_up_failed is not None:
+                record, warm_up_failed = _precondition_failed(ctx, state, position, warm_up_failed), None
+            else:
+                record = _run_shot(ctx, state, position)
             with _writable(journal):
                 journal.append(record)
             measured.append(record)
@@ -145,12 +161,13 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
         _stop(state)
 
 
-# What a journal's shots must share with the series now asked for before a rerun resumes them: its
-# plan (every setting of the series, by its sha256), and what the plan cannot hold: the build, the
-# model and draft model files, the GPUs. The settings named before the plan's sha256 only make the
-# line that says why clearer.
+# What a journal's shots must share with the series now asked for before a rerun resumes them: the
+# settings its engine is started and asked with (measure.plan.settings_sha256: the plan's whole
+# server settings, so a setting added later is in it too), and what no setting holds: the build, the
+# model and draft model files, the GPUs. The settings named before the sha256 only make the line
+# that says why clearer.
 RESUME_IDENTITY = ("build_id", "model_sha256", "draft_model_sha256", "gpu_uuid", "output_tokens_requested",
-                   "spec_params", "threads", "gpu_layers", "plan_sha256")  # fmt: skip
+                   "spec_params", "threads", "gpu_layers", "settings_sha256")  # fmt: skip
 
 
 def _resumable(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
@@ -218,7 +235,27 @@ def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
     log_path = ctx.log_dir / f"process{seq}.log"
     server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, log_path)
     reason = ATTACHED if server.process is None else reason
-    return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason)
+    return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason, start_mark=_start_mark(server))
+
+
+def _start_mark(server: RunningEngine) -> str | None:
+    """When an attached server's process started, as it says (None: whichshot's own process, whose
+    pid and spawn time tell it, or a server that does not say)."""
+    read = getattr(server, "process_start_mark", None)
+    return read() if server.process is None and read is not None else None
+
+
+def _restarted(ctx: JobContext, state: _ProcessState, seq: int) -> _ProcessState | None:
+    """The attached server's new process, where its start mark changed since the last shot (it
+    restarted): the next shot is then shot 1 of that process, never a warm shot. None otherwise
+    (or where it does not say: the caveat server_restart_undetectable tells)."""
+    mark = _start_mark(state.server)
+    if mark is None or state.start_mark is None or mark == state.start_mark:
+        state.start_mark = state.start_mark or mark
+        return None
+    tell(f"whichshot: {ctx.job.job_id}: the attached server restarted ({state.start_mark} -> {mark}): "
+         "its next shot is shot 1 of a new process")  # fmt: skip
+    return _ProcessState(state.server, f"{ctx.job.job_id}/proc{seq}", ATTACHED, start_mark=mark)
 
 
 def _corpus_sha256(ctx: JobContext, job) -> str | None:
@@ -288,14 +325,53 @@ def _request(ctx: JobContext, variant: str, end_mark: _EndMark | None = None) ->
     )
 
 
-def _precondition(ctx: JobContext, state: _ProcessState) -> None:
-    """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing."""
-    deadline = time.monotonic() + ctx.job.precondition_s
+@dataclass(frozen=True)
+class _WarmUpFailure:
+    """A precondition shot that failed: its error and the window of the unmeasured warm-up."""
+
+    error: str
+    t_start_s: float
+    t_end_s: float
+
+
+def _precondition(ctx: JobContext, state: _ProcessState) -> _WarmUpFailure | None:
+    """Unmeasured shots for `precondition_s` seconds: the fixed load the seed puts before timing.
+    A failed one ends them and is returned (the caller records it in the next shot's place)."""
+    t_start_s = time.monotonic()
+    deadline = t_start_s + ctx.job.precondition_s
     while time.monotonic() < deadline:
-        outcome = state.server.shot(_request(ctx, "A"))
+        try:
+            outcome = state.server.shot(_request(ctx, "A"))
+        except (WhichshotError, requests.RequestException) as exc:
+            state.shots_served += 1  # a request the process was sent: the record's shot index
+            state.requests_served += 1
+            return _WarmUpFailure(f"{type(exc).__name__}: {exc}", t_start_s, time.monotonic())
         state.shots_served += 1 + outcome.extra_requests
         state.requests_served += 1 + outcome.extra_requests
         state.precondition_shots += 1
+    return None
+
+
+def _precondition_failed(
+    ctx: JobContext, state: _ProcessState, position: int, failure: _WarmUpFailure
+) -> dict[str, Any]:
+    """The record of a shot not sent because its process's warm-up failed: failed, with the warm-up's
+    error and window. Kept like any shot, so a rerun resumes after it instead of failing again."""
+    process = state.server.process
+    died = process is not None and process.exited(grace_s=1.0)
+    tell(f"whichshot: {ctx.job.job_id}: a precondition shot failed ({failure.error}); shot {position} "
+         "is recorded as failed in its place and the series goes on")  # fmt: skip
+    return {
+        **_identity(ctx, state, position),
+        "prompt_variant": ctx.job.prompt_variant(position),
+        "prompt_sha256": _prompt_sha256(ctx, ctx.job.prompt_variant(position)),
+        **empty_result_fields(),
+        "status": "failed",
+        "error": f"precondition shot failed, shot not sent: {failure.error}",
+        "engine_died": died,
+        "t_request_mono_s": failure.t_start_s,
+        "t_end_mono_s": failure.t_end_s,
+    }
 
 
 def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str, Any]:
@@ -346,10 +422,15 @@ def _run_shot(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
 
 
 def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[ShotOutcome]:
-    """The shot's request, or the same request on every one of the series' streams at once."""
+    """The shot's request, or the same request on every one of the series' streams at once; refused
+    where an outcome cannot be this mode's shot timed by our clock (measure.refusals)."""
     if ctx.job.parallel_streams == ONE_STREAM:
-        return [state.server.shot(request)]
-    return state.server.shot_streams(request, ctx.job.parallel_streams)
+        outcomes = [state.server.shot(request)]
+    else:
+        outcomes = state.server.shot_streams(request, ctx.job.parallel_streams)
+    for outcome in outcomes:
+        check_outcome(ctx.job.spec_mode, outcome)
+    return outcomes
 
 
 def _with_telemetry(
@@ -380,6 +461,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "process_start_reason": state.start_reason,
         "pid": process.pid if process is not None else None,
         "engine_attached": process is None,
+        "engine_process_start_mark": state.start_mark,
         "shot_index": state.shots_served,
         "process_ready_s": server.ready_s,
         "process_age_s": time.monotonic() - process.t_spawn_s if process is not None else None,
@@ -417,10 +499,10 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "output_tokens_requested": _output_budget(ctx),
         "output_length": output_length(ctx),
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        "threads": ctx.settings.threads,
-        "gpu_layers": ctx.settings.engine_spec.get("gpu_layers"),  # None: the kind has no such setting
-        "plan_sha256": ctx.plan_sha256,
-        **ctx.identity,
+        "threads": engine_threads(ctx),
+        "gpu_layers": _gpu_layers(ctx),
+        "settings_sha256": ctx.settings_sha256,
+        **machine_identity(ctx),
     }
 
 
@@ -429,6 +511,32 @@ def _mode_as_run(ctx: JobContext) -> dict[str, Any]:
     if ctx.draft_model is None:
         return ctx.spec_params
     return {**ctx.spec_params, "draft_model": ctx.draft_model["name"]}
+
+
+# Host identity columns that describe this machine's hardware: not the engine's where it runs elsewhere.
+HARDWARE_IDENTITY = ("os", "cpu_model", "cpu_count", "gpu_uuid", "gpu_visible", "gpu_name", "gpu_driver",
+                     "gpu_power_limit_w", "gpu_max_sm_clock_mhz")  # fmt: skip
+
+
+def machine_identity(ctx: JobContext) -> dict[str, Any]:
+    """The machine the engine ran on: this one's identity, or, for a server attached on another
+    host, that host's name as the URL gives it and its hardware not measured (null)."""
+    where = engine_host(ctx.build)
+    identity = {**ctx.identity, "engine_host": where.host, "engine_on_this_machine": where.this_machine}
+    if where.this_machine:
+        return identity
+    return {**identity, **dict.fromkeys(HARDWARE_IDENTITY), "hostname": where.host}
+
+
+def engine_threads(ctx: JobContext) -> int | None:
+    """The threads the engine was started with; None for a server whichshot attached to (its own)."""
+    return None if attached(ctx.build) else ctx.settings.threads
+
+
+def _gpu_layers(ctx: JobContext) -> int | None:
+    """The layers the engine was told to offload to the GPU; None for an engine kind without the
+    setting or a server whichshot attached to (its own)."""
+    return None if attached(ctx.build) else ctx.settings.engine_spec.get("gpu_layers")
 
 
 def _input_identity(ctx: JobContext) -> dict[str, Any]:
@@ -457,6 +565,6 @@ def _skipped_record(ctx: JobContext, reason: str) -> dict[str, Any]:
 
 
 def _startup_facts(server: Any) -> dict[str, Any]:
-    """KV cache facts the engine printed at start-up (None where an engine does not say)."""
+    """What the engine said of its start-up (STARTUP_FACTS; None where an engine does not say)."""
     facts = getattr(server, "startup_facts", {})
-    return {key: facts.get(key) for key in ("kv_cache_mib", "kv_cache_cells", "kv_cache_type")}
+    return {key: facts.get(key) for key in STARTUP_FACTS}

@@ -12,12 +12,19 @@ SCHEMA_VERSION: int = record_schema("shots")["x-schema-version"]
 
 
 def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
-    """Timings from our own clock (measured) and the tok/s derived from them."""
+    """Timings from our own clock (measured) and the tok/s derived from them; prefill speed over the
+    prompt the engine prefilled (prefill_tokens: the ids sent, or the engine's own count where it
+    built the prompt itself, a chat template's tokens included; None where it did and said nothing)."""
     arrivals = token_arrival_times(outcome.token_events)
-    timings = client_timings(outcome.t_request_s, arrivals, outcome.t_end_s, prompt_tokens)
+    prefill_tokens = outcome.prompt_tokens_engine if outcome.prompt_built_by_engine else prompt_tokens
+    timings = client_timings(outcome.t_request_s, arrivals, outcome.t_end_s, prefill_tokens or 0)
     fields = asdict(timings)
+    fields["prefill_tokens"] = prefill_tokens
+    if prefill_tokens is None:
+        fields["prefill_tok_s"] = None  # not measured: how long the prompt was is not known
     fields["first_token_mono_s"] = arrivals[0] if arrivals else None
     fields["last_token_mono_s"] = arrivals[-1] if arrivals else None
+    fields["stream_token_events"] = len(outcome.token_events)
     return fields
 
 
@@ -37,7 +44,7 @@ def stream_fields(outcomes: list[ShotOutcome], prompt_tokens: int) -> dict[str, 
     firsts = [t["first_token_mono_s"] for t in timings if t["first_token_mono_s"] is not None]
     lasts = [t["last_token_mono_s"] for t in timings if t["last_token_mono_s"] is not None]
     span_s = max(lasts) - min(firsts) if firsts and lasts else 0.0
-    after_first = sum(max(t["output_tokens"] - 1, 0) for t in timings)
+    after_first = sum(t["decode_tokens"] for t in timings)
     wall_s = max(o.t_end_s for o in outcomes) - min(o.t_request_s for o in outcomes)
     ttfts = [t["ttft_s"] for t in timings if t["ttft_s"] is not None]
     return {
@@ -67,7 +74,11 @@ def engine_fields(outcome: ShotOutcome) -> dict[str, Any]:
         "engine_draft_tokens": timings.get("draft_n"),
         "engine_draft_accepted": timings.get("draft_n_accepted"),
         "engine_draft_mean_len": timings.get("draft_mean_len"),
+        "engine_ttft_s": timings.get("ttft_s"),
+        "engine_itl_mean_s": timings.get("itl_mean_s"),
+        "engine_steps": timings.get("engine_steps"),
         "stop_reason": outcome.stop_reason,
+        "engine_model_id": outcome.served_model,
         **server_counter_fields(outcome.server_counters),
     }
 
@@ -76,6 +87,7 @@ SERVER_COUNTER_COLUMNS = {
     "server_spec_draft_tokens_delta": "draft_tokens",
     "server_spec_accepted_tokens_delta": "accepted_tokens",
     "server_spec_drafts_delta": "drafts",
+    "server_spec_accepted_per_pos_delta": "accepted_per_pos",
     "server_metrics_source": "source",
 }
 
@@ -100,11 +112,12 @@ def output_fields(outcome: ShotOutcome) -> dict[str, Any]:
 def empty_result_fields() -> dict[str, Any]:
     """The result columns of a shot that produced nothing (failed)."""
     keys = [
-        "ttft_s", "prefill_tok_s", "decode_tok_s", "e2e_s", "output_tokens", "decode_span_s",
+        "ttft_s", "prefill_tok_s", "decode_tok_s", "e2e_s", "output_tokens", "decode_span_s", "decode_tokens",
         "first_token_mono_s", "last_token_mono_s", "engine_prompt_tokens", "engine_prompt_ms",
         "engine_prefill_tok_s", "engine_output_tokens", "engine_decode_ms", "engine_decode_tok_s",
         "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "engine_draft_mean_len",
-        "stop_reason",
+        "engine_ttft_s", "engine_itl_mean_s", "engine_steps", "stream_token_events", "stop_reason",
+        "prefill_tokens", "engine_model_id",
         "output_text", "output_sha256", "output_tokens_streamed", "output_ids_source", "extra_requests",
     ]  # fmt: skip
     fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS, *STREAM_COLUMNS])

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whichshot.atomic import JsonlJournal, write_json_atomic
+from whichshot.atomic import JsonlJournal, promote_together, write_json_atomic
+from whichshot.engine.engine_host import engine_host
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import process_tree
 from whichshot.host import host_identity
@@ -32,12 +33,18 @@ class RecorderTelemetry:
     samples, and whether NVML sees each engine process on them."""
 
     def __init__(
-        self, recorder: TelemetryRecorder, caveats: list[dict[str, str]], gpus: GpuChoice = NO_NVML
+        self,
+        recorder: TelemetryRecorder,
+        caveats: list[dict[str, str]],
+        gpus: GpuChoice = NO_NVML,
+        engine_elsewhere: str | None = None,
     ) -> None:
         self.recorder = recorder
         self.gpus = gpus
         self._gpu_checks: dict[int, str] = {}
         unreadable = {c["sensor"] for c in caveats if c["id"] == NOT_READABLE}
+        if engine_elsewhere is not None:  # no sampler here reads that host
+            unreadable.add(f"every sensor: the engine runs on {engine_elsewhere}, not this machine")
         self.not_measured = "|".join(sorted(unreadable)) or None
         fallbacks = {f"{c['sensor']}: {c['reason']}" for c in caveats if c["id"] == FALLBACK}
         self.fallbacks = "|".join(sorted(fallbacks)) or None
@@ -108,11 +115,12 @@ def run_series_with_telemetry(
     """Run the job's shots under the sampler. This attempt's samples, tagged with its own shots and
     processes, join the telemetry journal (an earlier attempt's stay in it); neither journal is
     promoted here (measure_series does, last)."""
-    backends, caveats, gpus = open_backends(
-        telemetry["backends"], ctx.engine.gpu_use(ctx.build, ctx.settings)
-    )
+    where = engine_host(ctx.build)
+    names = telemetry["backends"] if where.this_machine else ["none"]  # this machine's sensors: not its
+    backends, caveats, gpus = open_backends(names, ctx.engine.gpu_use(ctx.build, ctx.settings))
     recorder = TelemetryRecorder(backends, interval_s=telemetry["interval_s"])
-    ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus)
+    elsewhere = None if where.this_machine else where.host
+    ctx.telemetry = RecorderTelemetry(recorder, caveats, gpus, engine_elsewhere=elsewhere)
     shots = SeriesShots()
     try:
         with recorder:
@@ -153,9 +161,10 @@ def measure_series(
 ) -> None:
     """The whole job: the series under its telemetry, bracketed by llama-bench (a drafted series
     followed by its verification-cost probe, a warm one by the peer client's run), holding the
-    series' journal and the machine's measurement lock; the journals get their final names last,
-    the shots after everything else, so a failure before that (a kill in the after-bracket, a full
-    disk for bench.json) leaves every finished shot to the rerun."""
+    series' journal and the machine's measurement lock; the journals get their final names last
+    (promote_together: the shots first, each journal kept until both have theirs), so a failure
+    before that (a kill in the after-bracket, a full disk for bench.json, a kill between the two
+    renames) leaves every finished shot and sample to the rerun."""
     plan, not_run = plan_for(ctx, bench)
     with JsonlJournal(outputs.shots).locked(), measurement_lock():
         shots = functools.partial(run_series_with_telemetry, ctx, outputs.shots, outputs.telemetry, telemetry)
@@ -164,8 +173,7 @@ def measure_series(
         peer = peer_step(ctx, bench.get("peer_client"))
         record = {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify, "peer_client": peer}
         write_json_atomic(outputs.bench, record)
-        JsonlJournal(outputs.telemetry).promote()
-        JsonlJournal(outputs.shots).promote()
+        promote_together([JsonlJournal(outputs.shots), JsonlJournal(outputs.telemetry)])
 
 
 def run_planned_series(

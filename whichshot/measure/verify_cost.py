@@ -82,7 +82,7 @@ def run_verify_probe(plan: VerifyPlan | None, reason: str | None) -> dict[str, A
     if plan is None:
         return {"not_run": reason}
     t_start_s = time.monotonic()
-    rows, error = run_bench(plan.command())
+    rows, error = run_bench(plan.command(), expected_rows=len(plan.widths))  # a row per width
     return {"not_run": None, "argv": plan.command(), "depth_tokens": plan.depth_tokens,
             "widths": list(plan.widths), "rows": rows, "error": error,
             "t_start_mono_s": t_start_s, "t_end_mono_s": time.monotonic()}  # fmt: skip

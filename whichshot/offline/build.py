@@ -81,6 +81,7 @@ def _fill(
     built = download_wheels(requirements, python_version, platforms, root / "wheels")
     fetched_models: dict[str, dict[str, Any]] = {}
     sources: dict[str, dict[str, Any]] = {}
+    engine_pins: list[dict[str, Any]] = []
     config_entries = []
     for stem, (path, config) in sorted(loaded.items()):
         cache = cache_root(config.get("cache_dir") or None)
@@ -88,6 +89,8 @@ def _fill(
             if "source" in spec:
                 entry = _bundle_source(spec["source"], cache, root / "sources")
                 sources[entry["file"]] = entry
+            if "distribution" in spec and spec not in engine_pins:
+                engine_pins.append(spec)
         local = {}
         for model, spec in (config.get("models") or {}).items():
             if "sha256" not in spec:
@@ -103,6 +106,7 @@ def _fill(
         (root / "configs").mkdir(exist_ok=True)
         shutil.copyfile(path, root / "configs" / f"{stem}.yaml")  # a user edits configs in place: no link
         config_entries.append({"file": f"configs/{stem}.yaml", "local_models": local})
+    engine_wheels = bundle_engine_wheels(engine_pins, python_version, platforms, root / ENGINE_WHEELS)
     return {
         "format": 1,
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -118,6 +122,31 @@ def _fill(
         "config_cache_dirs": sorted({c.get("cache_dir") or "" for _, c in loaded.values()} - {""}),
         "models": sorted(fetched_models.values(), key=lambda m: m["name"]),
         "sources": sorted(sources.values(), key=lambda s: s["file"]),
+        "engine_wheels": engine_wheels,
+    }
+
+
+# An engine installed into a venv of its own at build time (vllm): its wheels for the target, where the
+# printed command points pip (PIP_FIND_LINKS; the index stays off).
+ENGINE_WHEELS = "engine-wheels"
+
+
+def bundle_engine_wheels(
+    specs: list[dict[str, Any]], python_version: str, platforms: list[str], dest: Path
+) -> dict[str, Any] | None:
+    """The wheels each pinned engine distribution installs (with its dependencies unless the entry says
+    no_deps) for the target; None where no engine of the configs installs one."""
+    if not specs:
+        return None
+    pins = []
+    for spec in specs:
+        requirements = [f"{spec['distribution']}=={spec['version']}", *spec.get("requirements", [])]
+        download_wheels(requirements, python_version, platforms, dest, no_deps=bool(spec.get("no_deps")))
+        pins += requirements
+    return {
+        "folder": ENGINE_WHEELS,
+        "requirements": pins,
+        "files": sorted(p.name for p in dest.glob("*.whl")),
     }
 
 
@@ -159,7 +188,7 @@ def project_requirements(pyproject: Path, extras: list[str]) -> list[str]:
 
 
 def download_wheels(
-    requirements: list[str], python_version: str, platforms: list[str], dest: Path
+    requirements: list[str], python_version: str, platforms: list[str], dest: Path, no_deps: bool = False
 ) -> list[str]:
     """Wheels of every requirement and its dependencies for the target, with pip. A distribution
     with no wheel is built from its sdist here, once (kept in the user cache), and must build a
@@ -183,6 +212,7 @@ def download_wheels(
             str(built_dir),
             "-d",
             str(dest),
+            *(["--no-deps"] if no_deps else []),
         ]
         for name in expand_platforms(platforms):
             argv += ["--platform", name]

@@ -5,29 +5,33 @@ python3 of the bundle's target version:
 
     python3 BUNDLE/install.py --venv DIR [--cache DIR]
 
-It checks every file against the bundle's manifest, makes the venv, installs the project and its
-pinned wheels with pip's index switched off, copies the models and engine sources into the cache
-where the pipeline's fetch steps look first, and prints the command that runs each config. Nothing
-here may reach the network: pip runs with --no-index, and the printed command sets PIP_NO_INDEX so
-a pipeline step that misses the cache fails instead of downloading.
+It unpacks a .tar by the rules of tarfile's data filter (also where tarfile has none), checks every
+file against the bundle's manifest before the folder takes its place, makes the venv, installs the
+project and its pinned wheels with pip's index switched off, copies the models and engine sources
+into the cache where the pipeline's fetch steps look first, and prints the command that runs each
+config. Nothing here may reach the network: pip runs with --no-index, and the printed command sets
+PIP_NO_INDEX so a pipeline step that misses the cache fails instead of downloading.
 """
 
 import argparse
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import venv
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 MANIFEST = "manifest-sha256.txt"
 DESCRIPTION = "bundle.json"
 # The editable install and a run write into the project folder: its new files are never listed.
 RUN_OUTPUTS = ("project/",)
+SHA256 = re.compile("[0-9a-f]{64}")
 
 
 class BundleError(Exception):
@@ -72,10 +76,7 @@ def cache_dir(given: str | None) -> Path:
 def install(bundle: Path, venv_dir: Path, cache: Path, cores: int) -> list[str]:
     """Verify, install and seed; return (and print) the command that runs each config."""
     root = unpacked(bundle)
-    problems = verify(root)
-    if problems:
-        raise BundleError(f"{root} does not match its manifest: " + "; ".join(problems[:5]))
-    described = json.loads((root / DESCRIPTION).read_text(encoding="utf-8"))
+    described = described_bundle(root)
     check_interpreter(described)
     venv_dir = venv_dir.expanduser().resolve()
     python = make_venv(venv_dir)
@@ -89,7 +90,11 @@ def install(bundle: Path, venv_dir: Path, cache: Path, cores: int) -> list[str]:
             f"not in the bundle: model {model['name']} (sha256 {model['sha256']}); place its GGUF "
             f"at {cache / 'models' / (model['sha256'] + '.gguf')} before running"
         )
-    commands = [run_command(root, venv_dir, cache, cores, config) for config in described["configs"]]
+    wheels = described.get("engine_wheels")
+    engine_wheels = root / wheels["folder"] if wheels else None
+    commands = [
+        run_command(root, venv_dir, cache, cores, config, engine_wheels) for config in described["configs"]
+    ]
     print(f"installed {root} into {venv_dir}; cache {cache}")
     for command in commands:
         print(command)
@@ -97,31 +102,122 @@ def install(bundle: Path, venv_dir: Path, cache: Path, cores: int) -> list[str]:
 
 
 def unpacked(bundle: Path) -> Path:
-    """The bundle's folder; a .tar is unpacked beside itself first (once)."""
+    """The bundle's folder, checked against its manifest. A .tar is unpacked beside itself (once):
+    into a scratch folder first, which becomes the bundle's folder only once every file matches."""
     bundle = bundle.expanduser().resolve()
     if bundle.is_dir():
-        return bundle
+        return checked(bundle)
     if not bundle.is_file() or not tarfile.is_tarfile(bundle):
         raise BundleError(f"{bundle} is neither a bundle folder nor a tar file")
     with tarfile.open(bundle) as archive:
-        top = {Path(name).parts[0] for name in archive.getnames()}
-        if len(top) != 1:
-            raise BundleError(f"{bundle} must hold one top folder, holds {sorted(top)}")
-        root = bundle.parent / top.pop()
-        if not root.exists():
-            _extract(archive, bundle.parent)
+        members = archive.getmembers()
+        top = _checked_members(bundle, members)
+        root = bundle.parent / top
+        if root.exists():
+            return checked(root)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{top}.partial-", dir=bundle.parent))
+        try:
+            _extract(archive, members, scratch)
+            os.rename(checked(scratch / top), root)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return root
 
 
-def _extract(archive: tarfile.TarFile, dest: Path) -> None:
-    if hasattr(tarfile, "data_filter"):
-        archive.extractall(dest, filter="data")
-        return
-    # Before Python 3.11.4 (Debian 12's 3.11.2) tarfile has no filters: refuse what they would.
-    for member in archive.getmembers():
-        if Path(member.name).is_absolute() or ".." in Path(member.name).parts or member.issym():
-            raise BundleError(f"{member.name}: a bundle holds plain files under its folder only")
-    archive.extractall(dest)  # noqa: S202 - every member checked above
+def checked(root: Path) -> Path:
+    """root, once every file matches the manifest."""
+    problems = verify(root)
+    if problems:
+        raise BundleError(f"{root} does not match its manifest: " + "; ".join(problems[:5]))
+    return root
+
+
+def _checked_members(bundle: Path, members: list[tarfile.TarInfo]) -> str:
+    """The one top folder, once every member passes the rules of tarfile's data filter, ported for
+    the Pythons that lack it (before 3.11.4: Debian 12's 3.11.2) and kept where it exists."""
+    symlinks = {PurePosixPath(m.name) for m in members if m.issym()}
+    files: set[PurePosixPath] = set()
+    seen: set[PurePosixPath] = set()
+    for member in members:
+        problem = _member_problem(member, symlinks, files, seen)
+        if problem:
+            raise BundleError(
+                f"{bundle}: member {member.name!r} {problem}; a bundle holds files, folders and links "
+                "inside its folder only"
+            )
+    top = {PurePosixPath(m.name).parts[0] for m in members}
+    if len(top) != 1:
+        raise BundleError(f"{bundle} must hold one top folder, holds {sorted(top)}")
+    return top.pop()
+
+
+def _member_problem(
+    member: tarfile.TarInfo,
+    symlinks: set[PurePosixPath],
+    files: set[PurePosixPath],
+    seen: set[PurePosixPath],
+) -> str | None:
+    """Why a member may not be extracted (None: it may). files and seen grow with each member."""
+    name = PurePosixPath(member.name)
+    if not _inside(member.name):
+        return "has an absolute path or a '..' part"
+    if name in seen:
+        return "is given twice"  # the second would write through whatever the first made
+    seen.add(name)
+    through = next((parent for parent in name.parents if parent in symlinks), None)
+    if through is not None:
+        return f"lies under the symlink {through.as_posix()!r}"
+    if member.issym():
+        return _symlink_problem(name, member.linkname, symlinks)
+    if member.islnk():
+        if PurePosixPath(member.linkname) not in files:
+            return f"is a hard link to {member.linkname!r}, not to a file of the bundle before it"
+        return None
+    if member.isreg():
+        files.add(name)
+        return None
+    return None if member.isdir() else "is a device, FIFO or other special file"
+
+
+def _symlink_problem(name: PurePosixPath, target: str, symlinks: set[PurePosixPath]) -> str | None:
+    """A symlink points inside the top folder by a relative path that passes through no other
+    symlink (so the path as written is where it leads: profiles -> workflow/profiles)."""
+    outside = f"links to {target!r}, outside the bundle's folder"
+    if PurePosixPath(target).is_absolute():
+        return outside
+    walked = list(name.parent.parts)
+    parts = [part for part in PurePosixPath(target).parts if part != "."]
+    for index, part in enumerate(parts):
+        if part == "..":
+            if len(walked) <= 1:  # above the top folder
+                return outside
+            walked.pop()
+            continue
+        walked.append(part)
+        if PurePosixPath(*walked) in symlinks and index < len(parts) - 1:
+            return f"links to {target!r} through the symlink {'/'.join(walked)!r}"
+    return None if walked and walked[0] == name.parts[0] else outside
+
+
+def _inside(name: str) -> bool:
+    """A relative path with no '..' part: one that stays below the folder it is read from."""
+    path = PurePosixPath(name)
+    return bool(name) and not path.is_absolute() and ".." not in path.parts
+
+
+def _extract(archive: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
+    """Every member, checked, into dest; owners and modes as the data filter leaves them."""
+    for member in members:
+        member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+        if member.isreg() or member.isdir():
+            member.mode = (member.mode & 0o755) | (0o700 if member.isdir() else 0o600)
+    try:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(dest, members=members, filter="data")
+        else:
+            archive.extractall(dest, members=members)  # noqa: S202 - every member checked above
+    except (OSError, tarfile.TarError) as exc:
+        raise BundleError(f"{archive.name}: could not unpack ({exc})") from None
 
 
 def verify(root: Path) -> list[str]:
@@ -130,8 +226,10 @@ def verify(root: Path) -> list[str]:
     if not manifest.is_file():
         return [f"no {MANIFEST}"]
     listed = {}
-    for line in manifest.read_text(encoding="utf-8").splitlines():
-        digest, name = line.split("  ", 1)
+    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+        digest, _, name = line.partition("  ")
+        if not SHA256.fullmatch(digest) or not _inside(name):
+            return [f"{MANIFEST} line {number} is not '<sha256: 64 hex digits>  <path>'"]
         listed[name] = digest
     problems = []
     for name, digest in sorted(listed.items()):
@@ -145,6 +243,37 @@ def verify(root: Path) -> list[str]:
         if name not in listed and name != MANIFEST and not name.startswith(RUN_OUTPUTS):
             problems.append(f"not listed: {name}")
     return problems
+
+
+def described_bundle(root: Path) -> dict:
+    """bundle.json, once its pins are sha256s and its files are files of the manifest: its values
+    become paths in the cache and the venv."""
+    try:
+        described = json.loads((root / DESCRIPTION).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{root / DESCRIPTION} is not readable JSON ({exc})") from None
+    listed = {line.partition("  ")[2] for line in (root / MANIFEST).read_text(encoding="utf-8").splitlines()}
+    for part, index, key, value in _described_values(described):
+        where = f"{root / DESCRIPTION}: {part}[{index}].{key}"
+        if key == "sha256" and not (isinstance(value, str) and SHA256.fullmatch(value)):
+            raise BundleError(f"{where} {value!r} is not a sha256 (64 hex digits)")
+        if key == "file" and value not in listed:
+            raise BundleError(f"{where} {value!r} is not a file of the bundle's manifest")
+    return described
+
+
+def _described_values(described: dict):
+    """(part, index, key, value) of every pin and file bundle.json names; a model left out of the
+    bundle names no file ("")."""
+    for part in ("models", "sources"):
+        for index, entry in enumerate(described.get(part) or []):
+            yield part, index, "sha256", entry.get("sha256")
+            if part == "sources" or entry.get("file"):
+                yield part, index, "file", entry.get("file")
+    for index, config in enumerate(described.get("configs") or []):
+        yield "configs", index, "file", config.get("file")
+        for sha256 in (config.get("local_models") or {}).values():
+            yield "configs", index, "sha256", sha256
 
 
 def sha256_file(path: Path) -> str:
@@ -221,8 +350,11 @@ def _copy_in(source: Path, target: Path, sha256: str) -> None:
     os.replace(partial, target)
 
 
-def run_command(root: Path, venv_dir: Path, cache: Path, cores: int, config: dict) -> str:
-    """The shell command that runs one config from the bundle's project folder, offline."""
+def run_command(
+    root: Path, venv_dir: Path, cache: Path, cores: int, config: dict, engine_wheels: Path | None = None
+) -> str:
+    """The shell command that runs one config from the bundle's project folder, offline (an engine that
+    installs its own venv, vllm, installs it from the bundle's engine wheels)."""
     files = [f"../{config['file']}"]
     if config["local_models"]:
         # A model read from a local path on the connected machine is read from the cache here: this
@@ -240,6 +372,8 @@ def run_command(root: Path, venv_dir: Path, cache: Path, cores: int, config: dic
         f"WHICHSHOT_CACHE={shlex.quote(str(cache))}",
         "PIP_NO_INDEX=1",
     ]
+    if engine_wheels is not None:
+        env.append(f"PIP_FIND_LINKS={shlex.quote(str(engine_wheels))}")
     # --cores last: --configfile takes every word up to the next option, so targets can follow.
     snakemake = ["snakemake", "--replace-workflow-config", "--configfile", *files, "--cores", str(cores)]
     return f"cd {shlex.quote(str(root / 'project'))} && env {' '.join(env)} {shlex.join(snakemake)}"

@@ -25,7 +25,7 @@ def load_corpus(spec: str | dict[str, Any]) -> dict[str, str]:
     if isinstance(spec, dict):
         texts = load_user_texts(spec, "prompts.corpus")
         return {"name": f"user_files:{Path(texts.path).name}", "text": texts.joined(), "sha256": texts.sha256,
-                "python_version": platform.python_version()}  # fmt: skip
+                "python_version": platform.python_version(), "path": texts.path}  # fmt: skip
     text = CORPORA[spec]()
     return {
         "name": spec,

@@ -3,7 +3,7 @@ context), stopped whatever happens."""
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ def tokenizing_engine(
 ) -> Iterator[Tokenizer]:  # fmt: skip
     meta = model["metadata"]
     engine = load_engine(engine_spec["kind"])
-    settings = server_settings(engine_spec, server_spec, context_tokens=512)
+    settings = replace(server_settings(engine_spec, server_spec, context_tokens=512), tokenize_only=True)
     server = engine.start(build, Path(model["path"]), settings, log_path)
     try:
         bos = meta["bos_token_id"] if meta.get("add_bos_token") else None

@@ -4,7 +4,7 @@ A file's pin is the sha256 of its bytes; a folder's is the sha256 of its manifes
 "<relative path>\\t<sha256 of the file>\\n" per regular file below it (hidden names skipped), in
 sorted path order: `python -m whichshot.prepare.user_texts PATH` prints it. Every file must be
 non-empty UTF-8 text no larger than MAX_FILE_BYTES; anything else is refused with one line that
-names the file.
+names the file. The config check reads every user text when the workflow loads (user_inputs.py).
 """
 
 import hashlib
@@ -31,10 +31,13 @@ class UserTexts:
     files: tuple[TextFile, ...]
 
     def sections(self) -> list[tuple[str, str]]:
-        """(title, text) of every paragraph of every file, in order: blank lines end a paragraph."""
+        """(title, text) of every paragraph of every file, in order: blank lines end a paragraph; in
+        a file with no blank line (an article with one paragraph per line, as Chinese text often
+        is) every line is one."""
         found = []
         for file in self.files:
-            paragraphs = [p.strip("\n") for p in file.text.replace("\r\n", "\n").split("\n\n")]
+            text = file.text.replace("\r\n", "\n").strip("\n")
+            paragraphs = [p.strip("\n") for p in text.split("\n\n" if "\n\n" in text else "\n")]
             found += [(f"{file.name}:{i + 1}", p) for i, p in enumerate(paragraphs) if p.strip()]
         return found
 

@@ -8,7 +8,7 @@ from typing import Any
 from whichshot.engine.base import RunningEngine
 from whichshot.errors import WhichshotError
 from whichshot.prepare import workloads as wl
-from whichshot.prepare.user_texts import load_user_texts
+from whichshot.prepare.user_texts import UserTexts, load_user_texts
 from whichshot.shots.quality import self_repetition
 from whichshot.shots.quality_fields import COPY_SPAN_TOKENS
 
@@ -20,8 +20,12 @@ TEXT_KINDS = {
     "new_code": ("real",),
     "explain": ("real",),
 }
-_CHARS_PER_TOKEN_GUESS = 3.0  # only sizes the over-long draft document before the exact cut
 EDIT_MODULE = "colorsys"  # a real stdlib module of short top-level functions
+NEEDLE_MIN_SECTIONS = 3  # the passphrase is planted between whole sections, with text on both sides
+EDIT_MIN_FUNCTIONS = 2  # the edit renames one function of a run and checks that the others came back
+# The text tokenized to learn this model's characters per token (CJK text has one or fewer a
+# token, English three to four): enough to size the needle's draft document, short to tokenize.
+CHARS_PER_TOKEN_SAMPLE = 32_000
 
 
 def workload_keys(names: list[str], text_kinds: list[str]) -> list[tuple[str, str]]:
@@ -41,52 +45,101 @@ def real_source(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"corpus": "user_files", **texts} if texts else {"corpus": "pydoc_topics"}
 
 
+def text_words(cfg: dict[str, Any], text_kind: str) -> str:
+    """The text a document is cut from, in words for a message: the user's path, or ours."""
+    if text_kind == "synthetic":
+        return "the synthetic filler"
+    return f"workloads.texts: {cfg['texts']['path']}" if cfg.get("texts") else "pydoc_data's topics"
+
+
+def min_document_tokens(workload: str, document_tokens: int) -> int:
+    """The fewest tokens of text a document workload can be built from: the needle's document is cut
+    to exactly document_tokens; the recall's is whole sections of up to document_tokens, at least
+    half of it."""
+    return document_tokens if workload == "needle" else document_tokens // 2
+
+
+def longest_document(workload: str, source: list[tuple[str, str]], seed: int) -> str:
+    """The document a document workload would make of every section of its text: the longest it can
+    make (the builder takes whole sections that fit, so its documents are never longer)."""
+    if workload == "needle":
+        return wl.make_document(source, wl.make_passphrase(seed))
+    return "\n\n".join(text for _title, text in source)
+
+
 def _document(
-    engine: RunningEngine, text_kind: str, n_tokens: int, needle: str, source: list[tuple[str, str]]
+    engine: RunningEngine, n_tokens: int, needle: str, source: list[tuple[str, str]], named: str
 ) -> str:
-    """A document of exactly n_tokens tokens with the needle planted once in its first half."""
-    budget_chars = int(2.5 * n_tokens * _CHARS_PER_TOKEN_GUESS)
-    # Sections short enough that several whole ones fit.
-    source = [(title, text) for title, text in source if len(text) <= budget_chars / 4]
+    """A document of exactly n_tokens tokens with the needle planted once in its first part, drafted
+    from whole sections sized by this model's own characters per token, then cut exactly."""
+    budget_chars = int(2.5 * n_tokens * _chars_per_token(engine, source))
+    longest_chars = budget_chars // 4  # sections short enough that several whole ones fit
     sections, total, needle_at = [], 0, 0
     for title, text in source:
+        block_chars = len(wl.make_document([(title, text)], None)) + 2  # its header and separator too
+        if block_chars > longest_chars:
+            continue
         sections.append((title, text))
-        total += len(text)
+        total += block_chars
         needle_at += total < 0.3 * budget_chars  # the needle goes before the section crossing 30 %
         if total >= budget_chars:
             break
-    if len(sections) < 3:
+    if len(sections) < NEEDLE_MIN_SECTIONS:
         raise WhichshotError(
-            f"document_tokens={n_tokens} leaves too few whole sections around the needle; "
-            "raise document_tokens"
+            f"needle: {named}: {len(sections)} of its paragraphs are short enough (at most {longest_chars} "
+            f"characters, a quarter of the draft for document_tokens={n_tokens}); the passphrase needs "
+            f"{NEEDLE_MIN_SECTIONS} around it: split long paragraphs or raise document_tokens"
         )
     fraction = needle_at / len(sections)
     ids = engine.tokenize(wl.make_document(sections, needle, needle_position_fraction=fraction))
     if len(ids) < n_tokens:
-        raise WhichshotError(f"{text_kind} document has only {len(ids)} tokens, {n_tokens} asked")
+        raise WhichshotError(
+            f"needle: {named}: its paragraphs of at most {longest_chars} characters make a document of "
+            f"{len(ids)} tokens in this model's tokenizer, fewer than document_tokens={n_tokens}: give "
+            "more text or lower document_tokens"
+        )
     document = engine.detokenize(ids[:n_tokens])
     if document.count(needle) != 1:
         raise WhichshotError(
-            f"the needle did not survive the cut to {n_tokens} tokens; raise document_tokens"
+            f"needle: {named}: the passphrase did not survive the cut to {n_tokens} tokens; raise "
+            "document_tokens"
         )
     return document
 
 
-def _recall_document(
-    engine: RunningEngine, text_kind: str, n_tokens: int, source: list[tuple[str, str]]
-) -> str:
-    """Whole sections of text, as many as fit n_tokens: a document that ends where its text ends, so
-    a model asked to return it whole has no cut sentence to stop short of."""
+def _chars_per_token(engine: RunningEngine, source: list[tuple[str, str]]) -> float:
+    """Characters per token, in this model's tokenizer, of a document of this text's first sections
+    (their headers included: short lines under long file names are half header)."""
+    first, chars = [], 0
+    for title, text in source:
+        first.append((title, text))
+        chars += len(text)
+        if chars >= CHARS_PER_TOKEN_SAMPLE:
+            break
+    sample = wl.make_document(first, None)
+    return len(sample) / max(len(engine.tokenize(sample)), 1)
+
+
+def _recall_document(engine: RunningEngine, n_tokens: int, source: list[tuple[str, str]], named: str) -> str:
+    """Whole sections of text, as many as fit n_tokens (at least half of it): a document that ends
+    where its text ends, so a model asked to return it whole has no cut sentence to stop short of."""
+    least = min_document_tokens("verbatim_recall", n_tokens)
     document, document_tokens = "", 0
     for _title, text in source:
         longer = f"{document}\n\n{text}" if document else text
         longer_tokens = len(engine.tokenize(longer))
         if longer_tokens > n_tokens:
-            if document and document_tokens >= n_tokens // 2:
-                return document
+            if document_tokens >= least:
+                break
             continue  # this section would overflow a short document: try the next one
         document, document_tokens = longer, longer_tokens
-    raise WhichshotError(f"no {text_kind} document of whole sections fills document_tokens={n_tokens}")
+    if document_tokens >= least:
+        return document
+    raise WhichshotError(
+        f"verbatim_recall: {named}: its whole paragraphs of up to document_tokens={n_tokens} tokens make a "
+        f"document of {document_tokens} tokens in this model's tokenizer, fewer than {least} (half of "
+        "document_tokens, the least the recall takes): give more text or lower document_tokens"
+    )
 
 
 def _workload_dict(
@@ -95,9 +148,10 @@ def _workload_dict(
     seed = cfg["seed"]
     source = {**(real_source(cfg) if kind == "real" else {"corpus": "synthetic_filler"}),
               "document_tokens": cfg["document_tokens"]}  # fmt: skip
+    named = text_words(cfg, kind)
     if name == "needle":
         needle = wl.make_passphrase(seed)
-        document = _document(engine, kind, cfg["document_tokens"], needle, _sections(kind, real, seed))
+        document = _document(engine, cfg["document_tokens"], needle, _sections(kind, real, seed), named)
         try:
             return wl.needle_question(document, needle, seed, kind, source)
         except ValueError as exc:
@@ -105,7 +159,7 @@ def _workload_dict(
                 f"needle ({kind}) with document_tokens={cfg['document_tokens']}: {exc}"
             ) from None
     if name == "verbatim_recall":
-        document = _recall_document(engine, kind, cfg["document_tokens"], _sections(kind, real, seed))
+        document = _recall_document(engine, cfg["document_tokens"], _sections(kind, real, seed), named)
         return wl.verbatim_recall(document, seed, None, kind, source)
     if name == "edit_file":
         return _edit_file(engine, kind, cfg, seed)
@@ -132,14 +186,21 @@ def _edit_file(engine: RunningEngine, kind: str, cfg: dict[str, Any], seed: int)
         if found is not None:
             return found
     else:
-        for n in range(24, 1, -1):
+        for n in range(24, EDIT_MIN_FUNCTIONS - 1, -1):
             item = wl.edit_file_synthetic(seed, n)
             if tokens(item) <= budget_tokens:
                 return item
     raise WhichshotError(
-        f"edit_file ({kind}): no file of two whole functions fits document_tokens={budget_tokens} "
-        "in this model's tokens; raise document_tokens"
+        f"edit_file: {_edit_source_words(cfg, kind)}: no run of {EDIT_MIN_FUNCTIONS} whole functions fits "
+        f"document_tokens={budget_tokens} in this model's tokens; raise document_tokens"
     )
+
+
+def _edit_source_words(cfg: dict[str, Any], text_kind: str) -> str:
+    if text_kind == "synthetic":
+        return "the synthetic module"
+    spec = cfg.get("edit_source")
+    return f"workloads.edit_source: {spec['path']}" if spec else f"the standard library's {EDIT_MODULE}"
 
 
 def _longest_run(total: int, build, fits) -> dict[str, Any] | None:
@@ -168,16 +229,28 @@ def _real_edit_source(cfg: dict[str, Any], seed: int):
         text, source = wl.module_source(EDIT_MODULE)
         source["kind"] = "stdlib_module_functions"  # the edit takes a run of its functions
     else:
-        texts = load_user_texts(spec, "workloads.edit_source")
-        if len(texts.files) != 1:
-            raise WhichshotError(f"workloads.edit_source: {texts.path} must be one Python file, not a folder")
+        texts = load_edit_source(spec)
         text = texts.files[0].text
-        try:
-            wl.function_count(text)
-        except ValueError as exc:
-            raise WhichshotError(f"workloads.edit_source: {texts.path}: {exc}") from None
         source = {"kind": "user_file", "path": texts.path, "file_sha256": texts.sha256}
     return text, lambda run: wl.edit_source(text, source, seed, run)
+
+
+def load_edit_source(spec: dict[str, str]) -> UserTexts:
+    """The user's file for edit_file: one pinned Python file of at least EDIT_MIN_FUNCTIONS top-level
+    functions (the config check reads it when the workflow loads, the prompt builder again)."""
+    texts = load_user_texts(spec, "workloads.edit_source")
+    if len(texts.files) != 1:
+        raise WhichshotError(f"workloads.edit_source: {texts.path} must be one Python file, not a folder")
+    try:
+        functions = wl.function_count(texts.files[0].text)
+    except ValueError as exc:
+        raise WhichshotError(f"workloads.edit_source: {texts.path}: {exc}") from None
+    if functions < EDIT_MIN_FUNCTIONS:
+        raise WhichshotError(
+            f"workloads.edit_source: {texts.path} has {functions} top-level function(s); the edit renames "
+            f"one of a run of at least {EDIT_MIN_FUNCTIONS}"
+        )
+    return texts
 
 
 def tokenized_prompt(

@@ -1,12 +1,12 @@
 """Matplotlib figures for the report, drawn from figures.parquet only (a point a plot needs is a
 figure row first). Readable in greyscale: every series differs by marker, line style or hatch, not
 only by colour. A plot without data in this run is not drawn; its file then holds one line saying so
-(Snakemake's report needs every declared file). Captions live once, in captions/<name>.rst."""
+(Snakemake's report needs every declared file). Which plots there are, their titles and captions:
+plot_list."""
 
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import matplotlib
@@ -17,8 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams.update({"axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8})
 import pandas as pd  # noqa: E402
 
-from whichshot.figures.caveats.gates import gate_label, gated_out  # noqa: E402
+from whichshot.figures.caveats.gates import gate_label, gated_out, struck_by  # noqa: E402
 from whichshot.figures.trace_figures import MIX_AXES  # noqa: E402
+from whichshot.report.plot_list import PLOTS  # noqa: E402
 from whichshot.report.tables import LOAD_AXES, records_of  # noqa: E402
 from whichshot.shots.axes import AXES, AXIS, BASE_WORKLOAD, NO_DRAFT, SERIES_SHAPE, TRACE_WORKLOAD  # noqa: E402  # noqa: E402
 
@@ -43,18 +44,17 @@ class Plot:
     caption: str
     png: bytes | None
     reason: str = ""
+    wide: bool = True
 
 
-@dataclass(frozen=True)
-class PlotSpec:
-    name: str
-    title: str
-    draw: Callable[[pd.DataFrame], "plt.Figure | str"]
+Draw = Callable[[pd.DataFrame], "plt.Figure | str"]  # a drawn plot, or why there is none
+DRAW: dict[str, Draw] = {}  # the function that draws each plot of plot_list, by the plot's name
 
-    @property
-    def caption(self) -> str:
-        text = resources.files("whichshot.report").joinpath("captions", f"{self.name}.rst").read_text()
-        return " ".join(text.split())
+
+def draws(function: Draw) -> Draw:
+    """Registers a plot's drawing function under its own name, the plot's name in plot_list."""
+    DRAW[function.__name__] = function
+    return function
 
 
 def _style(n: int) -> dict:
@@ -122,6 +122,7 @@ def _legend_below(fig, axes) -> None:
 # --- tok/s by shot index, clock on a second axis -------------------------------------------------
 
 
+@draws
 def tok_s_by_shot_index(figures: pd.DataFrame):
     frame = _frame(figures)
     base = frame[frame["workload"] == BASE_WORKLOAD] if len(frame) else frame
@@ -169,6 +170,7 @@ def _speed_by_index(axis, base: pd.DataFrame, metric: str, clock: tuple[str, str
             **style,
             label=f"{_cell_label(first)} warm, {first['rest_s']:g} s rest",
         )
+        _strike_gated(axis, curve["shot_index"].tolist(), curve)  # a prefill read from the cache
         if twin is not None:
             clocks = base[
                 (base["cell_id"] == first["cell_id"])
@@ -204,6 +206,7 @@ def _clock_axis(twin, clocks: pd.Series, name: str) -> None:
 _ALL_BUT_REST = [axis for axis in AXES if axis not in ("protocol", "rest_s")]
 
 
+@draws
 def rest_effect(figures: pd.DataFrame):
     frame = _frame(figures)
     warm = (
@@ -249,6 +252,7 @@ def _rest_lines(axis, frame: pd.DataFrame, warm: pd.DataFrame, metric: str) -> N
 # --- predicted vs measured warm (clock ratio) ----------------------------------------------------
 
 
+@draws
 def clock_ratio(figures: pd.DataFrame):
     frame = _frame(figures)
     residuals = frame[frame["metric"].str.endswith("_clock_residual")] if len(frame) else frame
@@ -302,6 +306,7 @@ def _trace_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows[(rows["workload"] == TRACE_WORKLOAD) & rows["request_id"].notna()]
 
 
+@draws
 def workload_modes(figures: pd.DataFrame):
     frame = _frame(figures)
     speeds = _workload_figures(frame, "decode_tok_s")
@@ -356,6 +361,7 @@ def _mode_bars(axis, speeds: pd.DataFrame, speedups: pd.DataFrame) -> None:
     axis.legend(title="speculative mode", fontsize=8, title_fontsize=8)
 
 
+@draws
 def copy_vs_speedup(figures: pd.DataFrame):
     frame = _frame(figures)
     speedups = _workload_figures(frame, "speedup_vs_none")
@@ -399,12 +405,13 @@ def copy_vs_speedup(figures: pd.DataFrame):
 
 
 def _strike_gated(axis, xs, rows: pd.DataFrame) -> None:
-    """A red cross over each gated-out speed-up point (caveats.gates): it is not a win."""
-    gated = [gate_label(gated_out(row)) for row in rows.to_dict("records")]
+    """A red cross over each point a gate strikes (caveats.gates): a speed-up that is not a win, a
+    prefill read from the engine's cache."""
+    gated = [gate_label(struck_by(row)) for row in rows.to_dict("records")]
     struck = [i for i, label in enumerate(gated) if label]
     if struck:
         axis.scatter([xs[i] for i in struck], rows["value"].to_numpy()[struck], marker="x", s=90,
-                     color=GATED_COLOUR, label="✗ gated out (gate failed / lossy)",
+                     color=GATED_COLOUR, label="✗ gated out (gate failed / lossy / cache hit)",
                      gid="gated: " + ", ".join(dict.fromkeys(gated[i] for i in struck)))  # fmt: skip
 
 
@@ -418,6 +425,7 @@ def _speedup_against_copy_axes(axis, xlabel: str, title: str) -> None:
     axis.legend(fontsize=7)
 
 
+@draws
 def acceptance_real_synthetic(figures: pd.DataFrame):
     rates = _workload_figures(_frame(figures), "acceptance_rate")
     if rates.empty:
@@ -448,6 +456,7 @@ def acceptance_real_synthetic(figures: pd.DataFrame):
     return fig
 
 
+@draws
 def ngram_warm_series(figures: pd.DataFrame):
     frame = _frame(figures)
     points = frame[(frame["metric"] == "decode_tok_s") & frame["shot_index"].notna()] if len(frame) else frame
@@ -490,6 +499,7 @@ def ngram_warm_series(figures: pd.DataFrame):
     return fig
 
 
+@draws
 def client_vs_engine(figures: pd.DataFrame):
     frame = _frame(figures)
     pairs = (
@@ -533,6 +543,7 @@ def _no_draft_copy(frame: pd.DataFrame) -> pd.DataFrame:
     return copies[copies["spec_mode"] == NO_DRAFT] if len(copies) else copies
 
 
+@draws
 def trace_copy_fraction(figures: pd.DataFrame):
     copies = _no_draft_copy(_frame(figures))
     if copies.empty:
@@ -557,6 +568,7 @@ def trace_copy_fraction(figures: pd.DataFrame):
     return fig
 
 
+@draws
 def trace_speedup_vs_copy(figures: pd.DataFrame):
     frame = _frame(figures)
     copy_of = _no_draft_copy(frame)
@@ -584,36 +596,19 @@ def trace_speedup_vs_copy(figures: pd.DataFrame):
     return fig
 
 
-PLOTS = (
-    PlotSpec("tok_s_by_shot_index", "Speed by shot index, with the clock", tok_s_by_shot_index),
-    PlotSpec("rest_effect", "Effect of the rest before each warm shot", rest_effect),
-    PlotSpec("clock_ratio", "Predicted vs measured warm speed (clock ratio)", clock_ratio),
-    PlotSpec("workload_modes", "Workloads × speculative modes", workload_modes),
-    PlotSpec("copy_vs_speedup", "Copy fraction vs speed-up", copy_vs_speedup),
-    PlotSpec("acceptance_real_synthetic", "Acceptance on real vs synthetic text", acceptance_real_synthetic),
-    PlotSpec("ngram_warm_series", "Drafting state across a warm series", ngram_warm_series),
-    PlotSpec("client_vs_engine", "Client vs engine timing", client_vs_engine),
-    PlotSpec("trace_copy_fraction", "Copy fraction over your trace's requests", trace_copy_fraction),
-    PlotSpec(
-        "trace_speedup_vs_copy", "Speed-up per request against its copy fraction", trace_speedup_vs_copy
-    ),
-)
-PLOT_NAMES = tuple(spec.name for spec in PLOTS)
-
-
 def draw_plots(figures: pd.DataFrame, plot_dir: Path) -> list[Plot]:
-    """Every plot of the report, each also written to plot_dir/<name>.png."""
+    """Every plot of the report (plot_list), each also written to plot_dir/<name>.png."""
     plots = []
-    for spec in PLOTS:
-        drawn = spec.draw(figures)
+    for entry in PLOTS:
+        drawn = DRAW[entry.name](figures)
         if isinstance(drawn, str):
-            png, reason = _placeholder(spec.title, drawn), drawn
-            plots.append(Plot(spec.name, spec.title, spec.caption, None, reason))
+            png, reason = _placeholder(entry.title, drawn), drawn
+            plots.append(Plot(entry.name, entry.title, entry.caption, None, reason, entry.wide))
         else:
             png = _png(drawn)
-            plots.append(Plot(spec.name, spec.title, spec.caption, png))
+            plots.append(Plot(entry.name, entry.title, entry.caption, png, wide=entry.wide))
         plot_dir.mkdir(parents=True, exist_ok=True)
-        (plot_dir / f"{spec.name}.png").write_bytes(png)
+        (plot_dir / f"{entry.name}.png").write_bytes(png)
     return plots
 
 

@@ -8,28 +8,15 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.caveats.run_rules import MACHINE_IDENTITY
-from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.figures.metrics import (
-    CHECKS,
-    DETAIL_COLUMNS,
-    HEADLINE_COLUMNS,
-    LOAD_COLUMNS,
-    PER_SIDE,
-    SPEEDUP_MODEL_COLUMNS,
-    TRACE_MIX_COLUMNS,
-    TRACE_REQUEST_COLUMNS,
-    WORKLOAD_COLUMNS,
-)
 from whichshot.report.answer import answer_block
+from whichshot.report.cells import CellWriter, short_cell
 from whichshot.report.claims import counts_line, source_titles, split_claims
 from whichshot.report.compare import ATTRIBUTION, NO_COMMON_CELL, Run, compare_runs, load_run, table_cells
-from whichshot.report.format import (
-    KIND_LETTERS,
-    KIND_WORDS,
-)
+from whichshot.report.format import KIND_LETTERS, KIND_WORDS
+from whichshot.report.layout import caveat_numbers, lay_out, run_wide
 from whichshot.report.plots import Plot, draw_plots
-from whichshot.report.summary import render_summary, run_wide
-from whichshot.report.tables import build_tables, check_summary, energy_verdict
+from whichshot.report.summary import render_summary
+from whichshot.report.tables import build_tables
 from whichshot.report.templating import ENV
 from whichshot.shots.upgrade import upgrade_shots
 
@@ -52,6 +39,7 @@ def render_report(
     privacy = {"show_text": False, "include_inputs": False, **(privacy or {})}
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
+    numbers = caveat_numbers(caveats, everywhere)
     checked_claims, other_claims = split_claims(claims or [])
     return ENV.get_template("index.html.j2").render(
         run_id=run_id,
@@ -60,24 +48,11 @@ def render_report(
         short_cell=short_cell,
         inferred_apart=inferred_apart(tables),
         tables=tables,
-        columns={
-            "headline": HEADLINE_COLUMNS,
-            "workload": WORKLOAD_COLUMNS,
-            "speedup_model": SPEEDUP_MODEL_COLUMNS,
-            "detail": DETAIL_COLUMNS,
-            "per_side": PER_SIDE,
-            "checks": CHECKS,
-            "trace_mix": TRACE_MIX_COLUMNS,
-            "load": LOAD_COLUMNS,
-            "trace_requests": TRACE_REQUEST_COLUMNS,
-        },
-        check_summary=check_summary,
-        energy_verdict=energy_verdict,
-        energy_unstable=ENERGY_UNSTABLE,
+        laid_out=lay_out(tables, numbers),
+        figure_part=CellWriter(numbers).value,
         kinds=KIND_WORDS,
         kind_letters=KIND_LETTERS,
         caveats=caveat_rows(caveats),
-        caveat_numbers={c: n for n, c in enumerate(caveats["caveat_id"], start=1) if c not in everywhere},
         run_wide=[c for c in caveats["caveat_id"] if c in everywhere],
         plots=[
             {**p.__dict__, "b64": base64.b64encode(p.png).decode("ascii") if p.png else None} for p in plots
@@ -127,18 +102,6 @@ def run_summary(shots: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-# Cell-id parts that say nothing in a short label: the defaults of the grid's axes.
-_QUIET_PARTS = {"continue_text", "real", "rest0s", "pre0s", "same", "none", "engine_default"}
-
-
-def short_cell(cell_id: str | None) -> str:
-    """A cell's short label ('p256 · warm'): its id without engine, model, context and default axes
-    (the full id goes on hover)."""
-    parts = (cell_id or "").split("/")[2:]
-    shown = [p for p in parts if p and p not in _QUIET_PARTS and not p.startswith("ctx")]
-    return " · ".join(shown) or (cell_id or "")
-
-
 def inferred_apart(tables: Any) -> dict[str, Any]:
     """The inferred figures no other section shows (listed in their own section), and the sections
     that show the rest (named there, not listed twice)."""
@@ -186,11 +149,15 @@ def caveat_rows(caveats: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def output_samples(shots: pd.DataFrame) -> list[dict[str, Any]]:
-    """The first shot's output of each engine and model: untrusted text, escaped by the template."""
+    """The first shot's output of each engine, model and workload (the protocol grid's continued text
+    is one): untrusted text, escaped by the template."""
     ok = shots[(shots["status"] == "ok") & (shots["series_position"] == 1)]
-    firsts = ok.sort_values("shot_id").groupby(["engine", "model"], sort=True).head(1)
+    firsts = ok.sort_values("shot_id").groupby(["engine", "model", "workload"], sort=True).head(1)
     return [
-        {"shot_id": r["shot_id"], "model": r["model"], "text": (r["output_text"] or "")[:SAMPLE_CHARS]}
+        {
+            **{key: r[key] for key in ("shot_id", "model", "workload")},
+            "text": (r["output_text"] or "")[:SAMPLE_CHARS],
+        }
         for r in firsts.to_dict("records")
     ]
 

@@ -8,27 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
-from whichshot.figures.metrics import (
-    CHECKS,
-    HEADLINE_COLUMNS,
-    LOAD_COLUMNS,
-    PER_SIDE,
-    SPEEDUP_MODEL_COLUMNS,
-    TRACE_MIX_COLUMNS,
-    WORKLOAD_COLUMNS,
-)
 from whichshot.report.answer import answer_block, answer_markdown
+from whichshot.report.cells import Cell, Part
 from whichshot.report.claims import claims_markdown
-from whichshot.report.format import KIND_LETTERS, format_bare, format_lossless, md
-from whichshot.report.tables import SPEEDUP, SideTable, build_tables, check_summary, energy_verdict
-
-
-def _cell(figure: dict[str, Any] | None, numbers: dict[str, int], missing: str = "not measured") -> str:
-    if figure is None:
-        return missing
-    refs = "".join(f" [{numbers[c]}]" for c in figure["caveat_ids"] if c in numbers)
-    return f"{md(format_bare(figure))} {KIND_LETTERS[figure['kind']]}{refs}"
+from whichshot.report.format import KIND_LETTERS, format_bare, md
+from whichshot.report.layout import Column, Table, caveat_numbers, lay_out, run_wide
+from whichshot.report.tables import build_tables
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -36,135 +21,45 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def _headline_cell(row: dict[str, Any], metric: str, numbers: dict[str, int]) -> str:
-    """A headline figure; an energy per token with its verdict (never a number without a counter)."""
-    figure = row["cells"].get(metric)
-    if metric not in ENERGY_UNSTABLE:
-        return _cell(figure, numbers)
-    if figure is None or figure["value"] is None:
-        return "not measured"
-    return f"{_cell(figure, numbers)} {md(energy_verdict(figure))}"
+def part_markdown(part: Part, struck: bool = False) -> str:
+    """A figure as 'value K [n]' (struck: ~~value K [n]~~); words escaped."""
+    if not part.kind:
+        return md(part.text)
+    refs = "".join(f" [{n}]" for _caveat, n in part.caveats)
+    shown = f"{md(part.text)} {KIND_LETTERS[part.kind]}{refs}"
+    return f"~~{shown}~~" if struck else shown
 
 
-def headline_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    header = ["engine", "model", "prompt tokens", "series", "which shot"]
-    header += [md(f"{title} ({unit})") for _m, title, unit in HEADLINE_COLUMNS]
-    body = [
-        [
-            md(r["engine_on"]),
-            md(r["model"]),
-            md(r["prompt_tokens_requested"]),
-            md(r["series"]),
-            md(r["which_shot"]),
-        ]
-        + [_headline_cell(r, metric, numbers) for metric, *_ in HEADLINE_COLUMNS]
-        for r in rows
-    ]
-    return _table(header, body)
+def cell_markdown(cell: Cell) -> str:
+    """A cell's parts joined by spaces, its lines by '; '; the HTML's id labels left out."""
+    lines = (" ".join(part_markdown(p, cell.struck) for p in line if p.look != "id") for line in cell.lines)
+    return "; ".join(lines)
 
 
-def _workload_cell(row: dict[str, Any], metric: str, numbers: dict[str, int]) -> str:
-    """A workload row's figure; a speed-up between cells that did not do the task is set apart."""
-    text = _cell(row["cells"].get(metric), numbers, "—")
-    if metric == SPEEDUP and row["speedup_set_apart"]:
-        return f"✗ ~~{text}~~ ({row['speedup_gate_words']})"
-    return text
+def header_markdown(column: Column) -> str:
+    """'decode (tok/s)'; a grouped column's group first: 'n2: decode vs n1 (×)'."""
+    group = f"{column.group}: " if column.group else ""
+    unit = f" ({column.unit})" if column.unit else ""
+    return md(f"{group}{column.header}{unit}")
 
 
-def workload_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    shown = [c for c in WORKLOAD_COLUMNS if c[0] != "lossless_share"]
-    header = ["engine", "model", "workload", "text", "protocol", "speculative mode"]
-    header += [md(f"{title} ({unit})") for _metric, title, unit in shown]
-    header += ["lossless vs none", "checks (shots passing)", "which shot"]
-    body = []
-    for r in rows:
-        cells = [_workload_cell(r, metric, numbers) for metric, *_ in shown]
-        lossless = r["cells"].get("lossless_share")
-        checks = "; ".join(f"{c['name']} {c['hits']}/{c['n']}" for c in check_summary(r))
-        head = [md(r[a]) for a in ("engine_on", "model", "workload", "text_kind", "protocol", "spec_mode")]
-        body.append(
-            [
-                *head,
-                *cells,
-                md(format_lossless(lossless)) if lossless else "—",
-                md(checks) or "—",
-                md(r["which_shot"]),
-            ]
-        )
-    return _table(header, body)
+def table_markdown(table: Table) -> list[str]:
+    """A report table as summary.md shows it: title, the table (or what stands in its place), its
+    legend (its intro is index.html's)."""
+    spec = table.spec
+    lines = [f"## {md(spec.title)}", ""]
+    if not table.rows:
+        return [*lines, md(spec.empty), ""]
+    header = [header_markdown(c) for c in spec.columns]
+    lines += _table(header, [[cell_markdown(c) for c in row.cells] for row in table.rows])
+    return [*lines, "", *([md(table.legend), ""] if table.legend else [])]
 
 
-def load_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    """Seed 000's chunk table and seed 002's streams against capacity, one row per cell."""
-    header = ["engine", "model", "prompt", "protocol", "chunk", "streams"]
-    header += [md(f"{title} ({unit})") for _metric, title, unit in LOAD_COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for r in rows:
-        axes = [md(str(r[a])) for a in ("engine_on", "model", "prompt_tokens_requested", "protocol",
-                                         "prefill_chunk_tokens", "parallel_streams")]  # fmt: skip
-        lines.append(
-            "| "
-            + " | ".join(axes + [_cell(r["cells"].get(m), numbers, "—") for m, *_ in LOAD_COLUMNS])
-            + " |"
-        )
-    return lines
-
-
-def speedup_model_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    """Each drafted cell's measured speed-up beside the cost model's prediction."""
-    header = ["model", "workload", "text", "mode"]
-    header += [md(f"{title} ({unit})") for _metric, title, unit in SPEEDUP_MODEL_COLUMNS]
-    body = [
-        [md(r[a]) for a in ("model", "workload", "text_kind", "spec_mode")]
-        + [_workload_cell(r, metric, numbers) for metric, *_ in SPEEDUP_MODEL_COLUMNS]
-        for r in rows
-    ]
-    return _table(header, body)
-
-
-def trace_mix_table(rows: list[dict[str, Any]], numbers: dict[str, int]) -> list[str]:
-    header = ["engine", "model", "trace", "protocol", "text", "speculative mode"]
-    header += [md(f"{title} ({unit})") for _metric, title, unit in TRACE_MIX_COLUMNS]
-    body = [
-        [md(r[a]) for a in ("engine_on", "model", "trace", "protocol")]
-        + [md(r["text_kind"] or "all"), md(r["spec_mode"] or "—")]
-        + [_cell(r["cells"].get(metric), numbers, "—") for metric, *_ in TRACE_MIX_COLUMNS]
-        for r in rows
-    ]
-    return _table(header, body)
-
-
-def side_by_side(table: SideTable, numbers: dict[str, int]) -> list[str]:
-    beside = [table.head_axis] if table.head_axis else []
-    head_axes = [*beside, "model", "workload", "text_kind", "which_shot", "spec_mode"]
-    titles = {"text_kind": "text", "which_shot": "protocol", "spec_mode": "speculative mode"}
-    header = [md(titles.get(a, a)) for a in head_axes]
-    header += [md(f"{title} ({unit}), {e}") for e in table.sides for _m, title, unit in PER_SIDE]
-    header += [
-        md(f"{e}: {title} {table.reference} ({unit})")
-        for e in table.others
-        for _m, title, unit in table.vs_reference
-    ]
-    body = []
-    for r in table.rows:
-        cells = [_cell(r["cells"].get((e, m)), numbers, "—") for e in table.sides for m, *_ in PER_SIDE]
-        cells += [
-            _cell(r["cells"].get((e, m)), numbers, "—") for e in table.others for m, *_ in table.vs_reference
-        ]
-        body.append([md(r[a]) for a in head_axes] + cells)
-    return _table(header, body)
-
-
-def first_sentence(text: str, most_chars: int = 240) -> str:
-    """A caveat's first sentence (cut at most_chars, marked '…'): the summary's short form."""
+def first_sentence(text: str, most_chars: int = 200) -> str:
+    """A caveat's first sentence (cut at most_chars, marked '…'): the summary's short form, which keeps
+    the default run's summary.md within 15 KB (tests/test_report_layout.py)."""
     first = re.split(r"(?<=\.)\s+(?=[A-Z])", str(text), maxsplit=1)[0]
     return first if len(first) <= most_chars else first[: most_chars - 1].rstrip() + "…"
-
-
-def run_wide(figures: pd.DataFrame, caveats: pd.DataFrame) -> set[str]:
-    """Caveats attached to every figure that cites a shot: said once at the top, not in each cell."""
-    citing = set(figures.loc[figures["shot_ids"].map(len) > 0, "figure_id"])
-    return {c["caveat_id"] for c in caveats.to_dict("records") if citing and citing <= set(c["figure_ids"])}
 
 
 def _mib(file_bytes: Any) -> str:
@@ -240,8 +135,7 @@ def render_summary(
     and caveat in full is in index.html)."""
     tables = build_tables(figures)
     everywhere = run_wide(figures, caveats)
-    all_numbers = {c: n for n, c in enumerate(caveats["caveat_id"], start=1)}
-    numbers = {c: n for c, n in all_numbers.items() if c not in everywhere}
+    all_numbers = caveat_numbers(caveats, set())
     run = tables.run
     counted = f"{format_bare(run)} of {len(run['shot_ids'])} shots ok. " if run else ""
     wide = ", ".join(f"[{all_numbers[c]}]" for c in all_numbers if c in everywhere)
@@ -256,62 +150,9 @@ def render_summary(
         + ". Every number is a row of results/figures.parquet.",
         "",
     ]
-    if tables.headline:
-        lines += ["## Cold and warm", "", *headline_table(tables.headline, numbers), ""]
-    if tables.workloads:
-        checks = "; ".join(f"{name} = {meaning}" for _m, name, meaning in CHECKS)
-        lines += [
-            "## Workloads × speculative modes",
-            "",
-            *workload_table(tables.workloads, numbers),
-            "",
-            f"— = does not apply. ✗ = a speed-up between cells where the model did not do the task (its "
-            f"task check failed): not the task's speed-up. Checks: {md(checks)}.",
-            "",
-        ]
-    if tables.speedup_model:
-        lines += [
-            "## Why drafting gains this much here",
-            "",
-            *speedup_model_table(tables.speedup_model, numbers),
-            "",
-            "Predicted = decoded tokens / (plain steps + verification steps × verify cost); verify cost = "
-            "this engine's time for a batch of the last token and k drafts over one token, on this machine "
-            "(llama-bench at the series' depth). Unexplained = measured / predicted - 1.",
-            "",
-        ]
-    if tables.load:
-        lines += [
-            "## Prefill chunk and parallel streams",
-            "",
-            *load_table(tables.load, numbers),
-            "",
-            "vs largest chunk = prefill speed over the cell with the largest chunk, every other axis equal; "
-            "DRAM bytes per prefill are inferred from GPM (not measured without it); decode, all streams = "
-            "every stream's tokens over their common decode span.",
-            "",
-        ]
-    if tables.trace_mix:
-        lines += [
-            "## Your traces: the whole mix",
-            "",
-            *trace_mix_table(tables.trace_mix, numbers),
-            "",
-            "Mix speed-up = sum(out / decode tok/s without drafting) / sum(out / decode tok/s with the "
-            "mode) over the trace's requests, out = each request's no-draft output tokens; decode time "
-            "saved = the difference for one pass. Per-request figures are in the HTML report.",
-            "",
-        ]
-    for table in tables.sides:
-        lines += [
-            f"## {table.title}",
-            "",
-            *side_by_side(table, numbers),
-            "",
-            f"— = not run on that {table.noun} or does not apply. Ratios: this {table.noun} over "
-            f"{md(table.reference)}, same cell otherwise.",
-            "",
-        ]
+    laid_out = lay_out(tables, caveat_numbers(caveats, everywhere))
+    for table in laid_out:
+        lines += table_markdown(table) if table.spec.in_summary else []
     if claims:
         more = "Those not checked here are listed in index.html (appendix)."
         lines += [claims_markdown(claims, "Claims checked against this run", more, everything=False)]

@@ -1,5 +1,6 @@
-"""The report's tables as plain rows, built from figures.parquet only (HTML and Markdown share them).
-Rows are cells, read from the figures' axis columns; nothing here takes an id apart.
+"""The report's tables as plain rows, built from figures.parquet only (report.layout describes how
+each is shown, in HTML and Markdown alike). Rows are cells, read from the figures' axis columns;
+nothing here takes an id apart.
 
 Every figure lands in at least one table; a metric no table knows (e.g. one a new figure family
 adds) goes to "Other figures", so nothing in the figure table is left out of the report.
@@ -11,8 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-from whichshot.figures.caveats.gates import gate_label, gate_words, gated_out
-from whichshot.figures.caveats.telemetry_rules import ENERGY_UNSTABLE
 from whichshot.figures.cells import clean
 from whichshot.figures.metrics import (
     CHECKS,
@@ -32,11 +31,8 @@ from whichshot.figures.metrics import (
 )
 from whichshot.figures.side_figures import Side
 from whichshot.figures.speedup_model_figures import PREDICTED_SPEEDUP
-from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, TRACE_WORKLOAD
 
-# A speed-up that is gated out (caveats.gates: task gate failed, or lossy) is set apart, struck.
-SPEEDUP = SPEEDUP_METRIC
 LOAD_AXES = ("prefill_chunk_tokens", "parallel_streams")
 # Aggregations that are a cell's statistic under its protocol's rule (the row's which-shot words).
 STATISTICS = ("median", "median_of_series_medians")
@@ -116,18 +112,15 @@ def build_tables(figures: pd.DataFrame) -> ReportTables:
     workloads = cell_rows(work, WORKLOAD_COLUMNS + tuple((m, n, "") for m, n, _ in CHECKS), shown,
                           with_protocol=False)  # fmt: skip
     _order_workload_rows(workloads)
-    _set_apart_undone(workloads)
     trace_mix = cell_rows([r for r in traced if r["request_id"] is None], TRACE_MIX_COLUMNS, shown)
     trace_requests = cell_rows([r for r in traced if r["request_id"]], TRACE_REQUEST_COLUMNS, shown,
                                with_protocol=False)  # fmt: skip
     _order_workload_rows(trace_requests)
-    _set_apart_undone(trace_requests)  # a request's gated-out speed-up is struck as a workload's
     sides = [t for t in (side_table(per_cell, shown, *side) for side in SIDES) if t is not None]
     modelled = {r["cell_id"] for r in per_cell if r["metric"] == PREDICTED_SPEEDUP}
     speedup_model = cell_rows([r for r in per_cell if r["cell_id"] in modelled], SPEEDUP_MODEL_COLUMNS, shown,
                               with_protocol=False)  # fmt: skip
     _order_workload_rows(speedup_model)
-    _set_apart_undone(speedup_model)  # a gated-out speed-up is struck here too
     load = cell_rows(_load_cells(base), LOAD_COLUMNS, shown)
     in_headline = {m for m, *_ in HEADLINE_COLUMNS}
     telemetry = cell_rows(
@@ -239,16 +232,6 @@ def _order_workload_rows(rows: list[dict[str, Any]]) -> None:
     _mark_group_starts(rows, group_axes)
 
 
-def _set_apart_undone(rows: list[dict[str, Any]]) -> None:
-    """Mark the rows whose speed-up is gated out (the task gate failed, or the output was not
-    lossless): speedup_gate is the short label shown with the struck value, speedup_gate_words why."""
-    for row in rows:
-        gates = gated_out(row["cells"].get(SPEEDUP))
-        row["speedup_set_apart"] = bool(gates)
-        row["speedup_gate"] = gate_label(gates)
-        row["speedup_gate_words"] = gate_words(gates)
-
-
 def _mark_group_starts(rows: list[dict[str, Any]], axes: list[str]) -> None:
     previous = None
     for row in rows:
@@ -310,29 +293,3 @@ def _lists(key: str) -> Callable[[dict[str, Any]], bool]:
     if key == "other":
         return lambda r: True
     return lambda r: key in places(r["metric"])
-
-
-def check_summary(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The workload checks present in a row: figure, words, hits and shots."""
-    found = []
-    for metric, name, meaning in CHECKS:
-        figure = row["cells"].get(metric)
-        if figure is None or figure["value"] is None:
-            continue
-        n = len(figure["shot_ids"])
-        found.append(
-            {"figure": figure, "name": name, "meaning": meaning, "hits": round(figure["value"] * n), "n": n}
-        )
-    return found
-
-
-def energy_verdict(figure: dict[str, Any] | None) -> str:
-    """An energy-per-token figure's verdict in words: 'not measured' without a value, 'unstable'
-    where its stability caveat fired, else 'stable'; 'from a back-to-back series of K shots' where
-    it used one (the figure's note says what the verdict rests on)."""
-    if figure is None or figure["value"] is None:
-        return "not measured"
-    word = "unstable" if ENERGY_UNSTABLE[figure["metric"]] in figure["caveat_ids"] else "stable"
-    if "back-to-back series" in figure["which_shot"]:
-        word += f", from a back-to-back series of {len(figure['shot_ids'])} shots"
-    return word

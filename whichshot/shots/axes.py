@@ -12,6 +12,11 @@ DEFAULT_WARMUP = "engine_default"
 BASE_WORKLOAD = "continue_text"  # the protocol grid's fixed-length continuation of real text
 TRACE_WORKLOAD = "trace"  # a request of the user's own trace
 NO_DRAFT = "none"  # the speculative mode that drafts nothing
+# The compile cache a process starts with: the engine's own (whatever it holds), a new empty folder,
+# or one that an earlier start of the same setting filled (an engine without one runs only the first).
+DEFAULT_COMPILE_CACHE = "engine_default"
+EMPTY_COMPILE_CACHE = "empty"
+FILLED_COMPILE_CACHE = "filled"
 
 # Prompt variants a series cycles through, by order: "same" repeats A; the seed's reversal
 # control runs A,B,A,B... against B,A,B,A... so that a shot's position and its prompt separate.
@@ -44,6 +49,7 @@ AXIS_TABLE = (
     Axis("prefill_chunk_tokens", int, "ub", DEFAULT_PREFILL_CHUNK),
     Axis("parallel_streams", int, "np", ONE_STREAM),
     Axis("node_requested", str, "on-"),
+    Axis("compile_cache", str, "cc-", DEFAULT_COMPILE_CACHE),
 )
 AXES = tuple(axis.name for axis in AXIS_TABLE)
 AXIS = {axis.name: axis for axis in AXIS_TABLE}

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from whichshot.shots.axes import BASE_WORKLOAD, DEFAULT_PREFILL_CHUNK, DEFAULT_WARMUP, ONE_STREAM
+from whichshot.shots.axes import (
+    BASE_WORKLOAD,
+    DEFAULT_COMPILE_CACHE,
+    DEFAULT_PREFILL_CHUNK,
+    DEFAULT_WARMUP,
+    ONE_STREAM,
+)
 from whichshot.shots.checks import counter_power_w, power_agrees_with_counter
 from whichshot.shots.quality import python_parses
 from whichshot.shots.quality_fields import repetition_fields
@@ -37,8 +43,10 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     stream, llama.cpp's 512-token prefill chunk), else null (not measured; 5 -> 6 added the GPUs'
     identity, which older rows did not record; 6 -> 7 the node axis, null: no node comparison; 7 -> 8
     every stream's tokens: N prompts, and N outputs where the N streams returned the same ids; 8 -> 9
-    engine_attached false: whichshot started every engine before it could attach to one; 9 -> 10
-    gpu_layers, draft_model_sha256 and plan_sha256 null: not recorded)."""
+    engine_attached false: whichshot started every engine before it could attach to one; 9 -> 10 the
+    tokens its speeds divided by, that the engines it started ran on this machine, and compile_cache
+    engine_default, the only one there was; 10 -> 11 gpu_layers, draft_model_sha256 and settings_sha256
+    null: not recorded)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:
@@ -68,7 +76,17 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     per_token = pd.to_numeric(shots["gpu_energy_j"]) / pd.to_numeric(shots["streams_output_tokens"])
     shots.loc[several, "energy_j_per_token"] = per_token.astype(float)
     shots.loc[version < 9, "engine_attached"] = False
+    _from_version_9(shots, version < 10)
+    shots.loc[version < 10, "compile_cache"] = DEFAULT_COMPILE_CACHE
     return shots
+
+
+def _from_version_9(shots: pd.DataFrame, old: pd.Series) -> None:
+    """What version 9 timed by: output_tokens - 1 over the decode span, prompt_tokens over TTFT; an
+    engine whichshot started ran on this machine (where an attached one ran was not recorded)."""
+    shots.loc[old & shots["decode_span_s"].notna(), "decode_tokens"] = shots["output_tokens"] - 1
+    shots.loc[old & shots["prefill_tok_s"].notna(), "prefill_tokens"] = shots["prompt_tokens"]
+    shots.loc[old & ~shots["engine_attached"].astype(bool), "engine_on_this_machine"] = True
 
 
 def _from_version_2(rows: pd.DataFrame) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from whichshot.prepare.series_prompts import (
     series_prompts_path,
     write_series_prompts,
 )
+from whichshot.report.plot_list import PLOTS
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
 
@@ -45,9 +46,18 @@ KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
     for engine in sorted({job.engine for job in JOBS.values()})
 }
-# A dry run states how long the grid it lists would take (not in a cluster job's own Snakemake).
+# A finished series' shots (run_series's output).
+SHOTS_FILE = "results/shots/{job}.jsonl"
+# A dry run states how long the series without their shots on disk would take (not in a cluster
+# job's own Snakemake).
 if workflow.output_settings.dryrun and workflow.is_main_process:
-    print(f"Estimated duration: {estimate_words(config)}", file=sys.stderr)
+    FINISHED = frozenset(
+        job for job in JOBS if Path(SHOTS_FILE.format(job=job)).exists()
+    )
+    print(
+        f"Estimated duration: {estimate_words(config, finished=FINISHED)}",
+        file=sys.stderr,
+    )
 # The node each series is pinned to (None where placement.nodes is empty).
 NODES = nodes_of(JOBS.values(), config["placement"])
 # The hardware probes: one per placement node (its ceilings), else one.
@@ -80,7 +90,7 @@ def all_outputs():
 
 
 def shots_of_all_jobs():
-    return [f"results/shots/{job_id}.jsonl" for job_id in JOBS]
+    return [SHOTS_FILE.format(job=job_id) for job_id in JOBS]
 
 
 def telemetry_of_all_jobs():
@@ -225,4 +235,17 @@ def figure_inputs(wildcards):
         "traffic": [
             f"results/traffic/{model}.json" for model in measured_models(config)
         ],
+    }
+
+
+def plot_outputs():
+    """Each plot of the report (whichshot/report/plot_list.py) as a report() output with its caption
+    (a path from workflow/rules/, where render_report declares them)."""
+    return {
+        plot.name: report(
+            f"results/report/{plot.name}.png",
+            caption=f"../../whichshot/report/captions/{plot.name}.rst",
+            category="Figures",
+        )
+        for plot in PLOTS
     }

@@ -12,6 +12,7 @@ rule compute_figures:
         ENV
     params:
         warm_fraction=config["protocol"]["warm_fraction"],
+        verdict_margin=config["protocol"]["verdict_margin"],
     script:
         "../scripts/compute_figures.py"
 
@@ -65,6 +66,7 @@ rule render_report:
         builds=[f"results/engines/{engine}/build.json" for engine in config["engines"]],
         models=[f"results/models/{model}.json" for model in config["models"]],
     output:
+        **plot_outputs(),
         html=report(
             "results/report/index.html",
             caption="../report/index.rst",
@@ -74,56 +76,6 @@ rule render_report:
             "results/report/summary.md",
             caption="../report/summary.rst",
             category="Report",
-        ),
-        tok_s_by_shot_index=report(
-            "results/report/tok_s_by_shot_index.png",
-            caption="../../whichshot/report/captions/tok_s_by_shot_index.rst",
-            category="Figures",
-        ),
-        rest_effect=report(
-            "results/report/rest_effect.png",
-            caption="../../whichshot/report/captions/rest_effect.rst",
-            category="Figures",
-        ),
-        clock_ratio=report(
-            "results/report/clock_ratio.png",
-            caption="../../whichshot/report/captions/clock_ratio.rst",
-            category="Figures",
-        ),
-        workload_modes=report(
-            "results/report/workload_modes.png",
-            caption="../../whichshot/report/captions/workload_modes.rst",
-            category="Figures",
-        ),
-        copy_vs_speedup=report(
-            "results/report/copy_vs_speedup.png",
-            caption="../../whichshot/report/captions/copy_vs_speedup.rst",
-            category="Figures",
-        ),
-        acceptance_real_synthetic=report(
-            "results/report/acceptance_real_synthetic.png",
-            caption="../../whichshot/report/captions/acceptance_real_synthetic.rst",
-            category="Figures",
-        ),
-        ngram_warm_series=report(
-            "results/report/ngram_warm_series.png",
-            caption="../../whichshot/report/captions/ngram_warm_series.rst",
-            category="Figures",
-        ),
-        client_vs_engine=report(
-            "results/report/client_vs_engine.png",
-            caption="../../whichshot/report/captions/client_vs_engine.rst",
-            category="Figures",
-        ),
-        trace_copy_fraction=report(
-            "results/report/trace_copy_fraction.png",
-            caption="../../whichshot/report/captions/trace_copy_fraction.rst",
-            category="Figures",
-        ),
-        trace_speedup_vs_copy=report(
-            "results/report/trace_speedup_vs_copy.png",
-            caption="../../whichshot/report/captions/trace_speedup_vs_copy.rst",
-            category="Figures",
         ),
     log:
         "logs/render_report/render_report.log",

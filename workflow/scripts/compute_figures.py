@@ -19,6 +19,7 @@ def main(smk):
         [Path(p) for p in smk.input.hardware],
         [Path(p) for p in smk.input.traffic],
         [Path(p) for p in smk.input.kernels_after],
+        smk.params.verdict_margin,
     )
 
 

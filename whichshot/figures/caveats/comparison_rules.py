@@ -21,6 +21,7 @@ OUTPUT_DEPENDENT = frozenset(
 # The columns the engines-side-by-side table compares.
 SIDE_BY_SIDE = frozenset({"decode_tok_s", "prefill_tok_s", "ttft_s", "lossless_vs_none"})
 LOSSLESS_CHECK_FAILED = "lossless_check_failed"
+LOSSLESS_NOT_CHECKED = "lossless_not_checked"
 
 
 def _cell_figures(catalog: Catalog, metric: str):
@@ -193,6 +194,28 @@ def lossless_check_failed(catalog: Catalog) -> Finding | None:
     )
 
 
+def lossless_not_checked(catalog: Catalog) -> Finding | None:
+    """Drafted workload cells with an ok shot never compared with the no-draft output (no
+    counterpart, or no output to compare): drafting is not known to be lossless there."""
+    shots = catalog.shots
+    drafted = (shots["spec_mode"] != NO_DRAFT) & (shots["workload"] != BASE_WORKLOAD)
+    unchecked = (shots["status"] == "ok") & drafted & shots["lossless_vs_none"].isna()
+    if not unchecked.any():
+        return None
+    return Finding(
+        LOSSLESS_NOT_CHECKED,
+        f"{int(unchecked.sum())} drafted shot(s) were never compared with the no-draft output (no ok "
+        f"no-draft shot at the same position, or no output to compare; e.g. {_first_ids(shots[unchecked])}): "
+        "drafting is not known to be lossless there, so their speed-up is set apart like a lossy one.",
+        whole_cells(shots, unchecked),
+        columns=OUTPUT_DEPENDENT,
+    )
+
+
+def _first_ids(rows: pd.DataFrame) -> str:
+    return ", ".join(rows["shot_id"].head(3))
+
+
 def output_lengths_differ(catalog: Catalog) -> Finding | None:
     """Drafted cells whose shots decoded another number of tokens than their no-draft counterparts."""
     shots = catalog.shots
@@ -343,6 +366,7 @@ COMPARISON_RULES = (
     peer_client_work_differs,
     synthetic_text_in_use,
     lossless_check_failed,
+    lossless_not_checked,
     output_lengths_differ,
     acceptance_length_not_derivable,
     cross_engine_kernels,

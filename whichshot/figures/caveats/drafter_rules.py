@@ -7,12 +7,10 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import cell_id, group_cells
 from whichshot.figures.constants import DRAFTER_WARM_ACCEPTANCE_MARGIN
 from whichshot.figures.statistic import ok_rows
-from whichshot.figures.workload_figures import COUNT_RATIOS
+from whichshot.figures.workload_figures import ACCEPTANCE_COUNTS
 from whichshot.shots.axes import AXES, NO_DRAFT, SERIES_SHAPE
 from whichshot.shots.caveat import Finding
 
-# (accepted, drafted) columns, the engine's own counts first, then the server's counter deltas.
-ACCEPTANCE_COUNTS = tuple((n, d) for metric, n, d, _ in COUNT_RATIOS if metric.endswith("acceptance_rate"))
 # What a drafter's acceptance moves: decode speed, the drafting counts, the decode's energy.
 DRAFT_DEPENDENT = frozenset({
     "decode_tok_s", "engine_decode_tok_s", "e2e_s", "decode_span_s", "engine_decode_ms",

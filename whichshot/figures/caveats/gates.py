@@ -1,17 +1,40 @@
-"""Is a figure gated out, and why: the one rule the plots, the speed-up tables and the claim verdicts
-share. A figure carrying task_not_done (the model did not do the task) or lossless_check_failed (the
-drafted output is other text than the no-draft output) is not the task's speed, so it is never shown
-or counted as a win."""
+"""Is a figure gated out, and why: the one rule the answer block, the plots, the report's tables and
+the claim verdicts share. A speed-up whose cells carry task_not_done (the model did not do the task),
+task_gate_not_checked (nobody knows whether it did), lossless_check_failed (the drafted output is
+other text than the no-draft output) or lossless_not_checked (nobody compared) is not known to be the
+task's speed-up; a prefill figure carrying prompt_cache_hit (the engine read the prompt from its
+cache) is no prefill speed: each is struck, never shown or counted as a valid figure or a win.
+
+The tables read a figure's caveat ids; the answer block, made before caveats are attached, asks
+GateCheck, which runs the same gate rules and the same `touches` as `attach`: both agree by
+construction."""
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from whichshot.figures.caveats.comparison_rules import LOSSLESS_CHECK_FAILED
-from whichshot.figures.caveats.task_rules import TASK_NOT_DONE
+from whichshot.figures.catalog import Catalog
+from whichshot.figures.caveats.comparison_rules import (
+    LOSSLESS_CHECK_FAILED,
+    LOSSLESS_NOT_CHECKED,
+    lossless_check_failed,
+    lossless_not_checked,
+)
+from whichshot.figures.caveats.finding import ACROSS_COLUMNS, touches
+from whichshot.figures.caveats.run_rules import PROMPT_CACHE_HIT, prompt_cache_hit
+from whichshot.figures.caveats.task_rules import (
+    TASK_GATE_NOT_CHECKED,
+    TASK_NOT_DONE,
+    task_gate_not_checked,
+    task_not_done,
+)
 from whichshot.figures.clock_figures import NOT_CHECKABLE_HERE
+from whichshot.figures.figure import Figure
+from whichshot.figures.workload_figures import SPEEDUP_METRIC
+from whichshot.shots.axes import AXES
 
-__all__ = ["GATES", "NOT_CHECKABLE_HERE", "Gate", "gate_label", "gate_words", "gated_out", "gates_failed"]
+__all__ = ["GATES", "NOT_CHECKABLE_HERE", "STRUCK_MEANS", "Gate", "GateCheck", "gate_label", "gate_words",
+           "gated_out", "gates_failed", "struck_by"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -21,14 +44,36 @@ class Gate:
     caveat_id: str
     label: str  # what a plot or a table cell says in place of the value ("gate failed", "lossy")
     reason: str
+    # The metrics whose figures a table strikes for it (None: every figure carrying its caveat).
+    strikes: frozenset[str] | None = None
 
     def words(self) -> str:
         return f"{self.label}: {self.reason}"
 
 
+# A task or lossless gate strikes the speed-up it voids (the cell's own figures keep the caveat); the
+# prompt-cache gate every figure carrying it (its caveat reaches prefill figures only).
+_SPEEDUP = frozenset({SPEEDUP_METRIC})
 GATES = (
-    Gate(TASK_NOT_DONE, "gate failed", "task not done (its workload's task gate failed)"),
-    Gate(LOSSLESS_CHECK_FAILED, "lossy", "output not lossless (differs from the no-draft output)"),
+    Gate(TASK_NOT_DONE, "gate failed", "task not done (its workload's task gate failed)", _SPEEDUP),
+    Gate(TASK_GATE_NOT_CHECKED, "gate not checked", "the task gate could not be checked", _SPEEDUP),
+    Gate(LOSSLESS_CHECK_FAILED, "lossy", "output not lossless (differs from the no-draft output)", _SPEEDUP),
+    Gate(
+        LOSSLESS_NOT_CHECKED,
+        "lossless not checked",
+        "output never compared with the no-draft output",
+        _SPEEDUP,
+    ),  # fmt: skip
+    Gate(PROMPT_CACHE_HIT, "cache hit", "prompt read from the engine's cache, not prefilled"),
+)
+# The caveat rules behind GATES, in its order.
+GATE_RULES = (task_not_done, task_gate_not_checked, lossless_check_failed, lossless_not_checked,
+              prompt_cache_hit)  # fmt: skip
+# What a struck figure means, for a table's legend (HTML and Markdown alike).
+STRUCK_MEANS = (
+    "a figure a gate strikes: a speed-up whose task gate failed or could not be checked, or whose output "
+    "is not the no-draft output or was never compared with it; a prefill the engine read from its cache. "
+    "Not a valid figure, never a win"
 )
 
 
@@ -43,6 +88,17 @@ def gated_out(figure: Mapping[str, Any] | None) -> list[Gate]:
     return gates_failed(figure.get("caveat_ids")) if figure is not None else []
 
 
+def _strikes(gate: Gate, metric: str | None) -> bool:
+    return gate.strikes is None or metric in gate.strikes
+
+
+def struck_by(figure: Mapping[str, Any] | None) -> list[Gate]:
+    """The gates for which a table strikes this figure row (a subset of gated_out's)."""
+    if figure is None:
+        return []
+    return [gate for gate in gated_out(figure) if _strikes(gate, figure.get("metric"))]
+
+
 def gate_label(gates: list[Gate]) -> str:
     """'gate failed', 'lossy', 'gate failed, lossy'; '' for none."""
     return ", ".join(gate.label for gate in gates)
@@ -51,3 +107,19 @@ def gate_label(gates: list[Gate]) -> str:
 def gate_words(gates: list[Gate]) -> str:
     """'gate failed: task not done (...)' for each failed gate, joined; '' for none."""
     return "; ".join(gate.words() for gate in gates)
+
+
+class GateCheck:
+    """The gates for which a table will strike a figure, before caveats are attached: the gate rules
+    run once over the catalog, and a figure fails a gate where its finding touches it (finding.touches,
+    as attach does) and the gate strikes its metric (as struck_by)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        found = (rule(catalog) for rule in GATE_RULES)
+        self._findings = {finding.caveat_id: finding for finding in found if finding is not None}
+        self._axes_of = catalog.shots.set_index("shot_id")[[*AXES, *ACROSS_COLUMNS]]
+
+    def gates(self, figure: Figure) -> list[Gate]:
+        return [gate for gate in GATES
+                if gate.caveat_id in self._findings and _strikes(gate, figure.metric)
+                and touches(self._findings[gate.caveat_id], figure, self._axes_of)]  # fmt: skip

@@ -175,14 +175,22 @@ def outliers_present(catalog: Catalog) -> Finding | None:
     )
 
 
+PROMPT_CACHE_HIT = "prompt_cache_hit"
+
+
 def prompt_cache_hit(catalog: Catalog) -> Finding | None:
+    """Shots whose engine reused cached prompt tokens (its own count: llama-server's cache_n, an
+    OpenAI server's usage.prompt_tokens_details.cached_tokens): their prefill figures are gated out
+    (caveats.gates), a cache read is not a prefill."""
     cached = catalog.shots[catalog.shots["engine_cached_tokens"].fillna(0) > 0]
     if cached.empty:
         return None
     return Finding(
-        "prompt_cache_hit",
-        f"{len(cached)} shot(s) reused cached prompt tokens: their prefill is not a full prefill.",
+        PROMPT_CACHE_HIT,
+        f"{len(cached)} shot(s) reused cached prompt tokens (the engine's own count): their prefill is "
+        "not a full prefill, and the prefill figures from them are struck.",
         ids(cached),
+        columns=PREFILL_COLUMNS,
     )
 
 

@@ -11,6 +11,7 @@ from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.caveat import Finding, flag_false
 
 TASK_NOT_DONE = "task_not_done"
+TASK_GATE_NOT_CHECKED = "task_gate_not_checked"
 
 
 def task_not_done(catalog: Catalog) -> Finding | None:
@@ -28,6 +29,25 @@ def task_not_done(catalog: Catalog) -> Finding | None:
         "its task_gate): the speed of these cells is not the task's speed, and a speed-up against them is "
         "not the task's speed-up.",
         whole_cells(shots, failed),
+    )
+
+
+def task_gate_not_checked(catalog: Catalog) -> Finding | None:
+    """Cells of a workload that has a task gate with an ok shot the gate could not check (a column
+    it needs was not recorded): their speed is not known to be the task's, so a speed-up against
+    them is gated out like a failed one."""
+    shots = catalog.shots
+    unchecked = (shots["status"] == "ok") & shots["task_gate"].notna() & shots["task_done"].isna()
+    if not unchecked.any():
+        return None
+    cells = shots[unchecked].groupby(["workload", "text_kind"])
+    listed = "; ".join(f"{workload}/{kind} {len(rows)} shot(s)" for (workload, kind), rows in list(cells)[:6])
+    return Finding(
+        TASK_GATE_NOT_CHECKED,
+        f"The task gate could not be checked in {int(unchecked.sum())} shot(s) ({listed}): a column the "
+        "gate needs was not recorded, so these cells' speed is not known to be the task's, and a "
+        "speed-up against them is set apart like one whose gate failed.",
+        whole_cells(shots, unchecked),
     )
 
 
@@ -63,4 +83,4 @@ def _median(values: pd.Series) -> float | None:
     return float(values.astype(float).median()) if len(values) else None
 
 
-TASK_RULES = (task_not_done, speedup_from_self_repetition)
+TASK_RULES = (task_not_done, task_gate_not_checked, speedup_from_self_repetition)

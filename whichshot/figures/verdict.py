@@ -1,0 +1,125 @@
+"""Verdicts with the process as the unit of replication.
+
+A comparison sets one side (the cold shots, a drafted cell) against a reference (the warm shots, no
+drafting). Shots of one engine process are not independent draws, so each process gives one value
+first: the median of the shots its side's rule kept from it (a cold process: its shot 1; a warm
+series: its warm shots). The interval is Welch's t interval at LEVEL for the difference of the two
+sides' mean log values, turned back into a ratio (of geometric means). Its assumptions: the
+processes are independent draws whose log values are near normal (the series run in Snakemake's
+job order, not the config's, which mixes the sides in time; drift during a run is then noise
+between processes, which the interval carries); the sides may differ in spread (Welch).
+
+With a margin m (protocol.verdict_margin), a comparison of ratio r (less 1 for a relative delta):
+- "same within ±m": the interval lies inside [-m, +m];
+- "differs": the interval lies wholly outside the margin band (so it leaves out 0 too): a difference
+  larger than m, not only one larger than 0;
+- "undecided": neither (the interval reaches into the band and out of it);
+- "too few processes to tell": fewer than MIN_PROCESSES processes on a side (the range of the ratio
+  over every pair of processes is shown instead).
+tests/test_verdict_error_rates.py draws data at the shapes the shipped configs use and shows that the
+false "differs" rate stays at most 5 % (with no difference, and with one as large as the margin), that
+"same within" is said of a difference outside the margin at most 5 % of the time, and states the power
+against a 10 % effect.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+LEVEL = 0.95
+MIN_PROCESSES = 2  # Welch's interval needs a spread on each side: two processes at least
+DIFFERS, SAME, UNDECIDED = "differs", "same within", "undecided"
+TOO_FEW = "too few processes to tell"
+DIFFERS_CODE, SAME_CODE, UNDECIDED_CODE = 1.0, 0.0, 0.5  # a verdict figure's value; no value: TOO_FEW
+VERDICT_CODES = {DIFFERS_CODE: DIFFERS, SAME_CODE: SAME, UNDECIDED_CODE: UNDECIDED}
+METHOD = (
+    f"each fresh process gives one value (the median of the shots its rule kept); Welch's t interval "
+    f"({LEVEL:.0%}) for the difference of the two sides' mean log values, as a ratio of geometric means; "
+    f"'same within ±m' where it lies inside the margin, 'differs' where it lies wholly beyond the margin "
+    f"(a difference larger than m), else 'undecided'; below {MIN_PROCESSES} processes on a side, "
+    f"'{TOO_FEW}'. Assumes independent processes (the series run in Snakemake's order, which mixes the "
+    "sides in time)"
+)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A comparison's point and interval, as ratios side / reference."""
+
+    point: float
+    low: float
+    high: float
+
+
+def process_values(rows: pd.DataFrame, column: str) -> tuple[float, ...]:
+    """One value per engine process: the median of its rows' values (in process id order, so that a
+    value never depends on the rows' order)."""
+    present = rows[rows[column].notna()]
+    medians = present.groupby("process_id", sort=True)[column].median()
+    return tuple(float(v) for v in medians)
+
+
+def log_mean_interval(
+    side_logs: np.ndarray, reference_logs: np.ndarray, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(difference of means, low, high) of Welch's interval, over the last axis of each array (the
+    processes): one comparison per leading index, so that a simulation draws thousands at once."""
+    side_n, reference_n = side_logs.shape[-1], reference_logs.shape[-1]
+    side_var = side_logs.var(axis=-1, ddof=1) / side_n
+    reference_var = reference_logs.var(axis=-1, ddof=1) / reference_n
+    standard_error = np.sqrt(side_var + reference_var)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = (side_var + reference_var) ** 2 / (
+            side_var**2 / (side_n - 1) + reference_var**2 / (reference_n - 1)
+        )
+    df = np.where(np.isfinite(df), df, min(side_n, reference_n) - 1)  # no spread anywhere: a point
+    half = stats.t.ppf(0.5 + level / 2, df) * standard_error
+    difference = side_logs.mean(axis=-1) - reference_logs.mean(axis=-1)
+    return difference, difference - half, difference + half
+
+
+def ratio_interval(side: Sequence[float], reference: Sequence[float]) -> Interval | None:
+    """side / reference with its interval; None with fewer than MIN_PROCESSES values on a side."""
+    if min(len(side), len(reference)) < MIN_PROCESSES or min(*side, *reference) <= 0:
+        return None
+    point, low, high = log_mean_interval(np.log(side), np.log(reference))
+    return Interval(float(np.exp(point)), float(np.exp(low)), float(np.exp(high)))
+
+
+def ratio_range(side: Sequence[float], reference: Sequence[float]) -> tuple[float, float] | None:
+    """The lowest and highest side / reference over every pair of processes (what the data span where
+    there are too few processes for an interval); None with a side empty."""
+    if not side or not reference or min(reference) <= 0:
+        return None
+    return min(side) / max(reference), max(side) / min(reference)
+
+
+def verdict_codes(low: np.ndarray, high: np.ndarray, margin: float) -> np.ndarray:
+    """The verdict of each interval of relative deltas (ratio - 1): SAME_CODE inside [-margin, +margin],
+    DIFFERS_CODE wholly beyond it on one side, else UNDECIDED_CODE."""
+    same = (low >= -margin) & (high <= margin)
+    beyond = (low > margin) | (high < -margin)
+    return np.where(same, SAME_CODE, np.where(beyond, DIFFERS_CODE, UNDECIDED_CODE))
+
+
+def verdict_code(low_delta: float | None, high_delta: float | None, margin: float) -> float | None:
+    """One interval's verdict code (None: too few processes to tell)."""
+    if low_delta is None or high_delta is None:
+        return None
+    return float(verdict_codes(np.array(low_delta), np.array(high_delta), margin))
+
+
+def verdict_words(code: float | None, margin: float) -> str:
+    """A verdict figure's value in words."""
+    if code is None or code != code:
+        return TOO_FEW
+    words = VERDICT_CODES[float(code)]
+    return f"{words} {margin_words(margin)}" if words == SAME else words
+
+
+def margin_words(margin: float) -> str:
+    """0.02 -> '±2 %'."""
+    return f"±{margin * 100:g} %"
