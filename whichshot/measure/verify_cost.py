@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whichshot.measure.bench import run_bench, tool_unavailable
+from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.shots.axes import NO_DRAFT
 
@@ -62,12 +63,12 @@ def verify_plan(
 
 
 def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
-    unavailable = tool_unavailable(bench, ctx.engine.has_bench)
-    if unavailable:
-        return unavailable
-    if ctx.job.spec_mode == NO_DRAFT:
-        return "the series drafts nothing"
-    return None
+    return not_probed_because(ctx.job) or tool_unavailable(bench, ctx.engine.has_bench)
+
+
+def not_probed_because(job: Job) -> str | None:
+    """Why a series gets no probe whatever the bench settings (None: it does where the tool runs)."""
+    return "the series drafts nothing" if job.spec_mode == NO_DRAFT else None
 
 
 def decode_depth(records: list[dict[str, Any]]) -> int:
