@@ -24,6 +24,7 @@ include: "workflow/rules/archive.smk"
 localrules:
     all,
     model_traffic,
+    series_prompts,
     aggregate_shots,
     compute_figures,
     check_claims,

@@ -82,7 +82,6 @@ def job_context(
     real = real or real_engine()
     return JobContext(
         job=job,
-        run_id="faults",
         engine=engine or real.engine,
         build=real.build,
         model_path=real.model_path,

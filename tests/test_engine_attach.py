@@ -157,7 +157,7 @@ def test_the_attached_caveat_reaches_the_attached_cells_figures_only():
 def test_older_shots_read_as_not_attached():
     old = table(series(cell(), [{}, {}])).assign(schema_version=8, engine_attached=None)
     assert upgrade_shots(old)["engine_attached"].tolist() == [False, False]
-    assert record_schema("shots")["x-schema-version"] >= 9
+    assert record_schema("shots")["x-schema-version"] >= 9  # the version that added engine_attached
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +199,7 @@ def attached_series(users_server, tmp_path_factory):
     job = Job(engine="mine", model="smollm2_135m", prompt_tokens_requested=48, protocol="warm",
               context_tokens_requested=512, repeat=1, series_length=WARM_SHOTS)  # fmt: skip
     ctx = JobContext(
-        job=job, run_id="attach-test", engine=engine, build=build, model_path=real_engine().model_path,
+        job=job, engine=engine, build=build, model_path=real_engine().model_path,
         model={"sha256": "test", "metadata": {"file_type": None}},
         prompts={"corpus": "fixed", "prompts": {"48A": {"token_ids": ids}, "48B": {"token_ids": ids}}},
         settings=settings, output_tokens=OUTPUT_TOKENS, shot_timeout_s=120, log_dir=tmp / "logs",

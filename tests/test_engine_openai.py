@@ -73,7 +73,7 @@ def cold_series(tmp_path_factory, llama_server_binary, model_path):
     job = Job(engine="openai", model="smollm2", prompt_tokens_requested=96, protocol="cold",
               context_tokens_requested=512, repeat=1, series_length=2, spec_mode="ngram")  # fmt: skip
     ctx = JobContext(
-        job=job, run_id="openai-test", engine=engine, build=build, model_path=model_path,
+        job=job, engine=engine, build=build, model_path=model_path,
         model={"sha256": "test", "metadata": {"file_type": "Q4_1"}},
         prompts={"corpus": "repeated sentence", "prompts": {"96A": {"token_ids": ids}}},
         settings=settings, output_tokens=OUTPUT_TOKENS, shot_timeout_s=120, log_dir=tmp / "logs",

@@ -26,10 +26,10 @@ from whichshot.engine.process import LOOPBACK
 from whichshot.engine.sse import EngineRefused
 from whichshot.errors import ChecksumMismatch, EngineNotReady, WhichshotError
 from whichshot.hashing import sha256_file
+from whichshot.measure.aggregate import aggregate
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import run_job
 from whichshot.prepare.models import fetch_model, gguf_metadata
-from whichshot.tables import record_schema, validate_records, write_table
 
 pytestmark = pytest.mark.e2e
 
@@ -90,9 +90,7 @@ def test_sigkill_mid_shot_fails_that_shot_and_the_series_continues_in_a_new_proc
     # Finished shots stay in the journal (its caller promotes it last), and Parquet takes every row.
     kept = [line for line in journal.partial_path.read_text().splitlines() if line]
     assert len(kept) == 4
-    schema = record_schema("shots")
-    validate_records(records, schema)
-    write_table(records, schema, tmp_path / "shots.parquet")
+    aggregate("shots", [journal.partial_path], tmp_path / "shots.parquet", "faults")
     table = pd.read_parquet(tmp_path / "shots.parquet")
     assert list(table["status"]) == ["ok", "failed", "ok", "ok"]
     assert table.loc[0, "output_tokens"] == 8 and pd.isna(table.loc[1, "output_tokens"])

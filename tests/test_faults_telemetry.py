@@ -10,8 +10,9 @@ import pytest
 from tests.fault_kit import child_processes, job_context, warm_job
 from whichshot import telemetry
 from whichshot.figures.table import compute_figures
+from whichshot.measure.aggregate import aggregate
 from whichshot.measure.series import run_series_with_telemetry
-from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
+from whichshot.tables import read_jsonl
 from whichshot.telemetry.linux import open_linux
 
 pytestmark = pytest.mark.e2e
@@ -67,9 +68,7 @@ def test_sensor_vanishing_mid_run_is_a_recorded_gap_and_a_caveat(tmp_path, monke
     later = [s for s in samples if s["t_mono_s"] >= shots[1]["t_request_mono_s"]]
     assert later and all(s["cpu_temp_c"] is None for s in later)  # the raw samples show the gap too
 
-    schema = record_schema("shots")
-    validate_records(shots, schema)
-    write_table(shots, schema, tmp_path / "shots.parquet")
+    aggregate("shots", [partial], tmp_path / "shots.parquet", "faults")
     table = pd.read_parquet(tmp_path / "shots.parquet")
     figures, caveats = compute_figures(table, [], 0.7)
     gap = next(c for c in caveats if c["caveat_id"] == "telemetry_gap")

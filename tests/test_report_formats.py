@@ -165,7 +165,9 @@ def test_a_struck_speed_up_is_struck_in_both_with_its_gate():
         assert len(page) == len(text) == 3  # recall on synthetic text failed its gate; two lossy modes
         assert sorted(t.rsplit("]", 1)[-1].strip() for t in text) == ["gate failed", "lossy", "lossy"]
         assert all(t.startswith("✗") for t in page + text)
-    assert f"✗ = {STRUCK_MEANS}" in summary
+    # The legend names each gate that struck a cell, and only those.
+    assert f"✗ = {STRUCK_MEANS}: gate failed = task not done" in summary
+    assert "lossy = output not lossless" in summary and "cache hit =" not in summary
 
 
 def test_names_from_config_are_escaped_in_both_formats():

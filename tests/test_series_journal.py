@@ -13,11 +13,15 @@ from pathlib import Path
 import pytest
 
 from tests import echo_engine
-from tests.fault_kit import RealEngine, child_processes, job_context, warm_job
+from tests.fault_kit import RealEngine, child_processes, job_context, prompts, warm_job
+from tests.pipeline import filled_config
 from whichshot import atomic
 from whichshot.atomic import JsonlJournal
 from whichshot.errors import WhichshotError
+from whichshot.host import host_identity
 from whichshot.measure import series as series_module
+from whichshot.measure.plan import SeriesInputs, series_plan
+from whichshot.measure.plan import job_context as planned_context
 from whichshot.measure.protocol import run_job
 from whichshot.measure.series import SeriesOutputs, measure_series, run_series_with_telemetry
 
@@ -92,6 +96,86 @@ def test_any_identity_change_refuses_the_old_shots(tmp_path, echo, change):
     records = run_job(ctx, journal)
     assert len(list(journal.partial_path.parent.glob("*.stale-*"))) == 1
     assert records[0]["process_seq"] == 1 and records[0]["process_start_reason"] == "series_start"
+
+
+def _planned(tmp_path, echo, job, engine=None, config=None, identity=None):
+    """The context run_series builds from the series' plan: the smoke config's settings on the echo
+    engine (`engine`: changes to its engines entry, `config`: to top-level sections), its inputs
+    written as the earlier jobs write them."""
+    settings = filled_config("smoke")
+    settings["engines"] = {job.engine: {"kind": "echo", "greeting": "hi", "threads": 1, "gpu_layers": 0,
+                                        **(engine or {})}}  # fmt: skip
+    settings.update(config or {})
+    files = {
+        "build": echo.build,
+        "model": {"name": job.model, "path": str(echo.model_path), **echo.model},
+        "prompts": prompts(job.prompt_tokens_requested),
+    }
+    for name, content in files.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+    inputs = SeriesInputs(*(tmp_path / f"{name}.json" for name in files))
+    return planned_context(series_plan(settings, job), inputs, {**host_identity(), **(identity or {})})
+
+
+def _rerun(tmp_path, echo, monkeypatch, first: dict, second: dict) -> tuple[list[dict], list]:
+    """A series journaled with one plan (interrupted after shot 1), rerun with another: the rerun's
+    shots and the journals set aside."""
+    monkeypatch.chdir(tmp_path)  # the plan's log folder is relative to the workflow's directory
+    job = warm_job(shots=2, length=16)
+    journal = _journal(tmp_path, job)
+    journal.rewrite(run_job(_planned(tmp_path, echo, job, **first), journal)[:1])
+    records = run_job(_planned(tmp_path, echo, job, **second), journal)
+    return records, list(journal.partial_path.parent.glob("*.stale-*"))
+
+
+def test_a_journal_of_the_same_plan_resumes(tmp_path, echo, monkeypatch):
+    records, stale = _rerun(tmp_path, echo, monkeypatch, {}, {})
+    assert stale == [] and [r["process_start_reason"] for r in records] == ["series_start", "resumed"]
+    assert records[0]["settings_sha256"] == records[1]["settings_sha256"] and records[0]["gpu_layers"] == 0
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"config": {"telemetry": {"backends": ["none"], "interval_s": 0.25}}},
+        {"config": {"bench": {"enabled": False, "peer_client": {"enabled": True, "command": ["true"]}}}},
+    ],
+    ids=["telemetry", "bench"],
+)
+def test_a_journal_resumes_whatever_the_engine_is_not_started_with(tmp_path, echo, monkeypatch, second):
+    records, stale = _rerun(tmp_path, echo, monkeypatch, {}, second)
+    assert stale == [] and [r["process_start_reason"] for r in records] == ["series_start", "resumed"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"engine": {"gpu_layers": 0}}, {"engine": {"gpu_layers": 99}}),
+        ({"identity": {"gpu_uuid": "GPU-1111"}}, {"identity": {"gpu_uuid": "GPU-2222"}}),
+        # Settings the resume check does not name: the server settings' sha256 holds them all, so a
+        # setting added later cannot be forgotten there.
+        ({}, {"engine": {"a_setting_added_later": 1}}),
+        ({}, {"config": {"server": {"port": 0, "ready_timeout_s": 30, "shot_timeout_s": 600}}}),
+    ],
+    ids=["gpu_layers", "gpu_uuid", "new_engine_setting", "server"],
+)
+def test_a_journal_of_other_server_settings_or_gpu_is_set_aside(tmp_path, echo, monkeypatch, first, second):
+    records, stale = _rerun(tmp_path, echo, monkeypatch, first, second)
+    assert len(stale) == 1
+    assert [r["process_start_reason"] for r in records] == ["series_start", "series_start"]
+
+
+def test_a_journal_of_another_draft_model_pin_is_set_aside(tmp_path, echo):
+    job = warm_job(shots=2, length=16)
+    journal = _journal(tmp_path, job)
+    ctx = job_context(tmp_path, job, real=echo)
+    ctx.draft_model = {"name": "draft", "path": str(echo.model_path), "sha256": "c" * 64}
+    journal.rewrite(run_job(ctx, journal)[:1])
+    assert journal.read_existing()[0]["draft_model_sha256"] == "c" * 64
+    ctx.draft_model = {**ctx.draft_model, "sha256": "d" * 64}
+    records = run_job(ctx, journal)
+    assert len(list(journal.partial_path.parent.glob("*.stale-*"))) == 1
+    assert {r["draft_model_sha256"] for r in records} == {"d" * 64}
 
 
 def test_a_second_job_of_the_same_series_stops_with_one_line(tmp_path):

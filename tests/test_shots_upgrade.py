@@ -41,3 +41,17 @@ def test_a_version_9_table_reads_with_what_its_speeds_divided_by():
     assert shots["decode_tokens"].tolist() == [7, 7]  # output_tokens - 1, version 9's rule
     assert shots["prefill_tokens"].tolist() == shots["prompt_tokens"].tolist() == [64, 64]
     assert shots["engine_on_this_machine"].tolist() == [True, None]  # an attached server's: not recorded
+
+
+# Version 9, CUDA, every layer offloaded.
+OFFLOADED_RUN = REFERENCE / "h100" / "offline_bundle" / "shots.parquet"
+
+
+def test_an_older_table_reads_with_what_it_did_not_record_as_not_recorded():
+    """Version 11 records the GPU layers, the draft model's pin and the server settings' sha256; an
+    older row of a run that offloaded every layer must not read as 0 layers (nor as no draft)."""
+    assert set(pd.read_parquet(OFFLOADED_RUN)["schema_version"]) == {9}
+    shots = read_shots(OFFLOADED_RUN)
+    assert len(shots) > 0
+    for column in ("gpu_layers", "draft_model_sha256", "settings_sha256"):
+        assert shots[column].isna().all(), column

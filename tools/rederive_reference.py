@@ -1,28 +1,45 @@
 """Re-derive figures, caveats and the report of a finished run directory with this checkout's code.
 
 A reviewer's tool: the measurements (shots.parquet, bench/*.json) stay as recorded; only the
-arithmetic on top of them is re-run.  Usage: python tools/rederive_reference.py RUN_DIR RUN_ID
-where RUN_DIR holds shots.parquet, engines/*/build.json, models/*.json and optionally bench/,
-hardware/probe*.json and traffic/*.json (then the ceilings too) and config.yaml naming claims
-files (then the claims' verdicts too).
+arithmetic on top of them is re-run, with the statistics settings of the run's own config.yaml
+(protocol.warm_fraction, protocol.verdict_margin; the defaults where it has none).
+
+Usage:
+  python tools/rederive_reference.py RUN_DIR [RUN_ID]   re-derive one run in place
+  python tools/rederive_reference.py --all              every committed reference, in place
+  python tools/rederive_reference.py --check [RUN_DIR ...]
+      derive each run (default: every committed reference) into a scratch folder and list every
+      figure, caveat and summary.md line that differs from what is committed; exit 1 if any does.
+
+RUN_DIR holds shots.parquet and optionally engines/*/build.json, models/*.json, bench/,
+hardware/probe*.json and traffic/*.json (then the ceilings too) and config.yaml naming claims files
+(then the claims' verdicts too). RUN_ID defaults to the shots' own run_id.
 """
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
 from whichshot.claims.run import probe_files, verdicts, write_verdicts  # noqa: E402
+from whichshot.figures.constants import config_default  # noqa: E402
 from whichshot.figures.table import write_figures_from_files  # noqa: E402
-from whichshot.report.render import write_report_from_files  # noqa: E402
+from whichshot.report.render import write_report_from_files, write_summary_from_files  # noqa: E402
 
-WARM_FRACTION = 0.7
 REPO = Path(__file__).resolve().parent.parent
+REFERENCES = REPO / "results" / "reference"
+# What a check compares: the tables' rows by their id, and the summary's text.
+COMPARED = {"figures.parquet": "figure_id", "caveats.parquet": "caveat_id"}
+SUMMARY = Path("report") / "summary.md"
 
 
-def main(run_dir: Path, run_id: str) -> None:
+def main(run_dir: Path, run_id: str | None = None, whole_report: bool = True) -> None:
+    """Re-derive run_dir in place: its figures, caveats, claims and report (or summary.md alone)."""
     paths = {
         "shots": run_dir / "shots.parquet",
         "figures": run_dir / "figures.parquet",
@@ -35,21 +52,111 @@ def main(run_dir: Path, run_id: str) -> None:
     hardware = probe_files(run_dir)
     traffic = sorted(run_dir.glob("traffic/*.json"))
     after = sorted(run_dir.glob("hardware/after/*.json"))  # the engine kernels' pass after the grid
-    write_figures_from_files(paths["shots"], bench, WARM_FRACTION, paths["figures"], paths["caveats"],
-                             hardware, traffic, after)  # fmt: skip
-    claims = _claims_files(run_dir)
+    config = _config(run_dir)
+    write_figures_from_files(paths["shots"], bench, _statistic(config, "warm_fraction"), paths["figures"],
+                             paths["caveats"], hardware, traffic, after,
+                             verdict_margin=_statistic(config, "verdict_margin"))  # fmt: skip
+    claims = [REPO / path for path in config.get("claims", [])]
     if claims:
         paths["claims"] = run_dir / "claims.parquet"
         write_verdicts(verdicts(claims, paths["figures"], paths["shots"], hardware), paths["claims"])
-    write_report_from_files(paths, run_dir / "report", run_id)
+    write = write_report_from_files if whole_report else write_summary_from_files
+    write(paths, run_dir / "report", run_id or _run_id(paths["shots"]))
 
 
-def _claims_files(run_dir: Path) -> list[Path]:
-    """The claims files the run's config names (paths from the repository root)."""
-    config = run_dir / "config.yaml"
-    named = yaml.safe_load(config.read_text()).get("claims", []) if config.is_file() else []
-    return [REPO / path for path in named]
+def _config(run_dir: Path) -> dict:
+    path = run_dir / "config.yaml"
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+
+
+def _statistic(config: dict, key: str) -> float:
+    """A protocol statistic as the run set it, else the config schema's default."""
+    value = (config.get("protocol") or {}).get(key)
+    return config_default("protocol", key) if value is None else value
+
+
+def _run_id(shots: Path) -> str:
+    ids = pd.read_parquet(shots, columns=["run_id"])["run_id"].dropna().unique()
+    return str(ids[0]) if len(ids) else shots.parent.name
+
+
+def references() -> list[Path]:
+    """Every committed reference run: each folder under results/reference with its shots."""
+    return sorted(path.parent for path in REFERENCES.rglob("shots.parquet"))
+
+
+def differences(run_dir: Path) -> list[str]:
+    """What a fresh derivation of run_dir changes: one line per figure, caveat or summary line."""
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = Path(scratch) / run_dir.name
+        shutil.copytree(run_dir, fresh, ignore=shutil.ignore_patterns("report", "*.png"))
+        main(fresh, whole_report=False)
+        found = [
+            line for name, key in COMPARED.items() for line in _table_differences(run_dir, fresh, name, key)
+        ]
+        return found + _summary_differences(run_dir, fresh)
+
+
+def _table_differences(committed: Path, fresh: Path, name: str, key: str) -> list[str]:
+    old, new = (_rows(folder / name, key) for folder in (committed, fresh))
+    lines = [f"{name}: {k} only in the fresh derivation" for k in sorted(new.keys() - old.keys())]
+    lines += [f"{name}: {k} only in the committed table" for k in sorted(old.keys() - new.keys())]
+    for k in sorted(old.keys() & new.keys()):
+        changed = [column for column in new[k] if _text(old[k].get(column)) != _text(new[k][column])]
+        lines += [f"{name}: {k} {column}: {old[k].get(column)!r} -> {new[k][column]!r}" for column in changed]
+    return lines
+
+
+def _rows(path: Path, key: str) -> dict[str, dict]:
+    if not path.is_file():
+        return {}
+    return {row[key]: row for row in pd.read_parquet(path).to_dict("records")}
+
+
+def _text(value) -> str:
+    """A cell as comparable text (arrays and lists alike; NaN and None alike)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return repr(list(value)) if hasattr(value, "__len__") and not isinstance(value, str) else repr(value)
+
+
+def _summary_differences(committed: Path, fresh: Path) -> list[str]:
+    old = (
+        (committed / SUMMARY).read_text(encoding="utf-8").splitlines()
+        if (committed / SUMMARY).is_file()
+        else []
+    )
+    new = (fresh / SUMMARY).read_text(encoding="utf-8").splitlines()
+    if old == new:
+        return []
+    first = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
+    )
+    return [f"summary.md differs from line {first + 1}: {old[first : first + 1]} -> {new[first : first + 1]}"]
+
+
+def check(run_dirs: list[Path]) -> int:
+    stale = 0
+    for run_dir in run_dirs:
+        found = differences(run_dir)
+        stale += bool(found)
+        print(f"{run_dir.relative_to(REPO) if run_dir.is_relative_to(REPO) else run_dir}: "
+              f"{'current' if not found else f'{len(found)} differences'}")  # fmt: skip
+        for line in found[:20]:
+            print(f"  {line}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    args = sys.argv[1:]
+    if args[:1] == ["--check"]:
+        sys.exit(check([Path(a).resolve() for a in args[1:]] or references()))
+    if args == ["--all"]:
+        for reference in references():
+            print(reference.relative_to(REPO), flush=True)
+            main(reference)
+        sys.exit(0)
+    if not args or len(args) > 2:
+        print(__doc__.strip(), file=sys.stderr)
+        sys.exit(2)
+    main(Path(args[0]), args[1] if len(args) == 2 else None)

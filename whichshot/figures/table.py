@@ -66,7 +66,7 @@ def compute_figures(
     a hardware probe (an older run) there are no ceilings; with one per node, each node's cells run
     against their node's."""
     # The output itself is not a figure's input (its sha256 and checks are): leave the heavy columns out.
-    light = upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"])
+    light = _plain_strings(upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"]))
     catalog = Catalog(light, warm_fraction, verdict_margin, bench_runs, list(probes), traffic or {})
     catalog.add(constant_figures(warm_fraction, verdict_margin))
     for family in FAMILIES:
@@ -74,6 +74,14 @@ def compute_figures(
     findings = [f for rule in rules() if (f := rule(catalog)) is not None]
     caveats = attach(findings, catalog.figures, catalog.shots)
     return catalog.figures, caveats
+
+
+def _plain_strings(shots: pd.DataFrame) -> pd.DataFrame:
+    """String columns as Python objects in one consolidated block per dtype (same values, same
+    comparisons): every figure selects rows, and taking rows of Arrow-backed strings column by column
+    cost most of a derivation's time."""
+    strings = shots.select_dtypes(include="str").columns
+    return shots.astype(dict.fromkeys(strings, object)).copy()  # the copy consolidates the blocks
 
 
 def figure_table_schema() -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Every job's JSONL -> the versioned Parquet tables (shots tables of older versions are read as
 current by whichshot.shots.upgrade).
 
-The shot records are not changed here: the lossless check (which needs two shots) is added to
-copies.
+The shot records are not changed here: the lossless check (which needs two shots) and the run's id
+are added to copies. The run_id is stamped here, not as shots are measured: it labels the run, and
+a new label must re-measure nothing (a series' job reads only its plan, measure.plan).
 """
 
 from pathlib import Path
@@ -11,11 +12,12 @@ from whichshot.shots.lossless import with_lossless
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
 
 
-def aggregate(table: str, jsonl_paths: list[Path], out_path: Path) -> None:
-    """One table ('shots' or 'telemetry') from the jobs' JSONL files, validated against its schema."""
+def aggregate(table: str, jsonl_paths: list[Path], out_path: Path, run_id: str) -> None:
+    """One table ('shots' or 'telemetry') from the jobs' JSONL files, validated against its schema;
+    every shot labelled with the run's id."""
     records = read_jsonl(jsonl_paths)
     if table == "shots":
-        records = with_lossless(records)
+        records = with_lossless([{**record, "run_id": run_id} for record in records])
     schema = record_schema(table)
     validate_records(records, schema)
     write_table(records, schema, out_path)

@@ -43,8 +43,9 @@ def tool_unavailable(bench: dict[str, Any], has_bench: bool) -> str | None:
 
 
 def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str | None:
-    """Why this series gets no llama-bench brackets (None: it gets them)."""
-    return tool_unavailable(bench, has_bench) or not_comparable_because(job, "llama-bench")
+    """Why this series gets no llama-bench brackets (None: it gets them). A series the tool does not
+    compare with is asked nothing of the bench settings (measure.plan gives it none)."""
+    return not_comparable_because(job, "llama-bench") or tool_unavailable(bench, has_bench)
 
 
 def not_comparable_because(job: Job, tool: str) -> str | None:

@@ -56,10 +56,12 @@ def find_tool(peer: dict[str, Any]) -> str | None:
 
 
 def not_peered_because(ctx: JobContext, peer: dict[str, Any] | None) -> str | None:
-    """Why the peer is not set against this series (None: it is)."""
-    if not peer or not peer["enabled"]:
-        return "bench.peer_client.enabled is false"
-    return not_comparable_because(ctx.job, TOOL)  # the series llama-bench is set against too
+    """Why the peer is not set against this series (None: it is). A series it does not compare
+    with is asked nothing of its settings (measure.plan gives it none)."""
+    not_comparable = not_comparable_because(ctx.job, TOOL)  # the series llama-bench is set against too
+    if not_comparable:
+        return not_comparable
+    return "bench.peer_client.enabled is false" if not peer or not peer["enabled"] else None
 
 
 def peer_argv(
@@ -122,10 +124,10 @@ def served_text(text: str) -> Iterator[str]:
 
 
 def corpus_text(ctx: JobContext, server: Any) -> str:
-    """The series' own prompt text (every variant), as the server detokenizes it."""
+    """The series' own prompt text (every variant of its length: all its prompts file holds), as the
+    server detokenizes it."""
     prompts = ctx.prompts["prompts"]
-    variants = [k for k in sorted(prompts) if k.rstrip("AB") == str(ctx.job.prompt_tokens_requested)]
-    return "\n\n".join(server.detokenize(prompts[k]["token_ids"]) for k in variants)
+    return "\n\n".join(server.detokenize(prompts[k]["token_ids"]) for k in sorted(prompts))
 
 
 def run_peer(ctx: JobContext, plan: PeerPlan) -> dict[str, Any]:

@@ -37,7 +37,6 @@ from whichshot.measure.refusals import check_outcome
 from whichshot.prepare.user_texts import user_source_pin
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT, ONE_STREAM, TRACE_WORKLOAD
 from whichshot.shots.quality_fields import quality_fields
-from whichshot.spec_modes import kind_settings
 from whichshot.tell import tell
 
 
@@ -60,22 +59,22 @@ class ShotTelemetry(Protocol):
 
 @dataclass
 class JobContext:
-    """Everything one job needs, resolved from config and the upstream stages."""
+    """Everything one job needs: its plan (measure.plan) with what the upstream stages made."""
 
     job: Job
-    run_id: str
     engine: Engine
     build: dict[str, Any]
     model_path: Path
     model: dict[str, Any]
     prompts: dict[str, Any]
     settings: ServerSettings
-    output_tokens: int
+    output_tokens: int | None  # the grid's budget, a workload's; None: each trace request has its own
     shot_timeout_s: float
     log_dir: Path
     identity: dict[str, Any] = field(default_factory=dict)
-    workload_output_tokens: int = 256
-    spec_params: dict[str, Any] = field(default_factory=dict)
+    spec_params: dict[str, Any] = field(default_factory=dict)  # the mode's settings for this engine kind
+    draft_model: dict[str, Any] | None = None  # the draft model's record (results/models) if it drafts
+    settings_sha256: str | None = None  # its plan's server settings' (measure.plan); None: made by hand
     telemetry: ShotTelemetry | None = None
     progress: Callable[[int], None] | None = None  # told the position of each shot before it runs
 
@@ -162,9 +161,13 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
         _stop(state)
 
 
-# What a journal's shots must share with the series now asked for before a rerun resumes them:
-# any other build, model, output budget, drafting or thread count measures something else.
-RESUME_IDENTITY = ("build_id", "model_sha256", "output_tokens_requested", "spec_params", "threads")
+# What a journal's shots must share with the series now asked for before a rerun resumes them: the
+# settings its engine is started and asked with (measure.plan.settings_sha256: the plan's whole
+# server settings, so a setting added later is in it too), and what no setting holds: the build, the
+# model and draft model files, the GPUs. The settings named before the sha256 only make the line
+# that says why clearer.
+RESUME_IDENTITY = ("build_id", "model_sha256", "draft_model_sha256", "gpu_uuid", "output_tokens_requested",
+                   "spec_params", "threads", "gpu_layers", "settings_sha256")  # fmt: skip
 
 
 def _resumable(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
@@ -186,14 +189,14 @@ def resume_mismatch(ctx: JobContext, records: list[dict[str, Any]]) -> str | Non
     """What tells the journal's shots from this series' ('build_id a -> b'); None if nothing."""
     if not records:
         return None
-    expected = {**_series_identity(ctx, 1), "threads": engine_threads(ctx)}
+    expected = _series_identity(ctx, 1)
     prompt_pins = {
         variant: _prompt_sha256(ctx, variant) for variant in {r.get("prompt_variant", "A") for r in records}
     }
     for record in records:
-        for key in RESUME_IDENTITY:
-            if key in record and record[key] != expected[key]:
-                return f"{key} {record[key]!r} -> {expected[key]!r}"
+        for key in RESUME_IDENTITY:  # a key an older journal lacks differs too: it was not checked
+            if record.get(key) != expected.get(key):
+                return f"{key} {record.get(key)!r} -> {expected.get(key)!r}"
         variant = record.get("prompt_variant", "A")
         if record.get("prompt_sha256") and record["prompt_sha256"] != prompt_pins[variant]:
             return f"prompt_sha256 of variant {variant} differs"
@@ -280,7 +283,7 @@ def output_length(ctx: JobContext) -> str:
 def _output_budget(ctx: JobContext) -> int:
     if ctx.job.workload == BASE_WORKLOAD:
         return ctx.output_tokens
-    return prompt_of(ctx, "A").get("max_output_tokens", ctx.workload_output_tokens)
+    return prompt_of(ctx, "A").get("max_output_tokens", ctx.output_tokens)
 
 
 def _stop(state: _ProcessState | None) -> None:
@@ -465,7 +468,6 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "context_tokens_engine": server.context_tokens,
         "prompt_cache_state": server.prompt_cache,
         **_startup_facts(server),
-        "threads": engine_threads(ctx),
     }
 
 
@@ -474,7 +476,6 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
     job = ctx.job
     return {
         "schema_version": SCHEMA_VERSION,
-        "run_id": ctx.run_id,
         "job_id": job.job_id,
         "shot_id": f"{job.job_id}/shot{position}",
         **{axis: getattr(job, axis) for axis in AXES},
@@ -488,8 +489,9 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "model_weights": ctx.model.get("weights", "real"),
         **_input_identity(ctx),
         "prompt_tokens": len(prompt_of(ctx, job.prompt_variant(position))["token_ids"]),
-        "spec_params": json.dumps(ctx.spec_params, sort_keys=True),
-        **ctx.engine.draft_limits(kind_settings(ctx.spec_params, ctx.engine.kind) or {}),
+        "spec_params": json.dumps(_mode_as_run(ctx), sort_keys=True),
+        **ctx.engine.draft_limits(ctx.spec_params),
+        "draft_model_sha256": ctx.draft_model["sha256"] if ctx.draft_model else None,
         "series_label": job.series_label,
         "repeat": job.repeat,
         "series_position": position,
@@ -497,8 +499,18 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "output_tokens_requested": _output_budget(ctx),
         "output_length": output_length(ctx),
         "wall_start_utc": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "threads": engine_threads(ctx),
+        "gpu_layers": _gpu_layers(ctx),
+        "settings_sha256": ctx.settings_sha256,
         **machine_identity(ctx),
     }
+
+
+def _mode_as_run(ctx: JobContext) -> dict[str, Any]:
+    """The mode's settings for the engine kind, with the draft model's name where it drafts with one."""
+    if ctx.draft_model is None:
+        return ctx.spec_params
+    return {**ctx.spec_params, "draft_model": ctx.draft_model["name"]}
 
 
 # Host identity columns that describe this machine's hardware: not the engine's where it runs elsewhere.
@@ -519,6 +531,12 @@ def machine_identity(ctx: JobContext) -> dict[str, Any]:
 def engine_threads(ctx: JobContext) -> int | None:
     """The threads the engine was started with; None for a server whichshot attached to (its own)."""
     return None if attached(ctx.build) else ctx.settings.threads
+
+
+def _gpu_layers(ctx: JobContext) -> int | None:
+    """The layers the engine was told to offload to the GPU; None for an engine kind without the
+    setting or a server whichshot attached to (its own)."""
+    return None if attached(ctx.build) else ctx.settings.engine_spec.get("gpu_layers")
 
 
 def _input_identity(ctx: JobContext) -> dict[str, Any]:

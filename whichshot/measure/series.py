@@ -12,8 +12,13 @@ from whichshot.atomic import JsonlJournal, promote_together, write_json_atomic
 from whichshot.engine.engine_host import engine_host
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import process_tree
+from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
+from whichshot.measure.grid import Job
 from whichshot.measure.peer import peer_step
+from whichshot.measure.placement import check_on_its_node
+from whichshot.measure.plan import SeriesInputs, job_context
+from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.measure.verify_cost import run_verify_probe, verify_plan
 from whichshot.measure.verify_probe import verify_probe_step
@@ -21,6 +26,7 @@ from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open
 from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
 from whichshot.telemetry.gpus import NOT_OUR_PROCESS, GpuChoice, check_engine_gpus
 from whichshot.telemetry.nvml import running_pids_by_uuid
+from whichshot.tell import tell
 
 
 class RecorderTelemetry:
@@ -171,6 +177,20 @@ def measure_series(
                   "peer_client": peer}  # fmt: skip
         write_json_atomic(outputs.bench, record)
         promote_together([JsonlJournal(outputs.shots), JsonlJournal(outputs.telemetry)])
+
+
+def run_planned_series(
+    plan: dict[str, Any], inputs: SeriesInputs, outputs: SeriesOutputs, grid: list[Job]
+) -> None:
+    """A run_series job: the series its plan (measure.plan) describes, on its node, with each
+    shot's place in the grid (every series of the run) told as it starts."""
+    identity = host_identity()
+    ctx = job_context(plan, inputs, identity)
+    check_on_its_node(ctx.job, identity["slurm_node"], identity["hostname"])
+    progress = grid_progress(grid, outputs.shots.parent)
+    job = ctx.job
+    ctx.progress = lambda position: tell(progress.line(job.job_id, position, job.series_length))
+    measure_series(ctx, outputs, plan["telemetry"], plan["bench"])
 
 
 def tag_sample(job_id: str, sample: dict[str, Any], shots: list[dict[str, Any]]) -> dict:

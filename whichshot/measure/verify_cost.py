@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whichshot.measure.bench import run_bench, tool_unavailable
+from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.shots.axes import NO_DRAFT
 
@@ -61,12 +62,12 @@ def verify_plan(
 
 
 def drafted_shape(
-    records: list[dict[str, Any]], not_probed_because: str | None
+    records: list[dict[str, Any]], refused_because: str | None
 ) -> tuple[tuple[int, int] | None, str | None]:
     """A drafted series' draft cap and the depth it decoded at (decode_depth) over its ok shots, to
     size a probe; else why there is no probe (the reason given, or no ok shot saying one cap)."""
-    if not_probed_because:
-        return None, not_probed_because
+    if refused_because:
+        return None, refused_because
     ok = [r for r in records if r.get("status") == "ok" and r.get("output_tokens")]
     caps = {r.get("spec_draft_cap_tokens") for r in ok} - {None}
     if not ok or len(caps) != 1:
@@ -75,12 +76,12 @@ def drafted_shape(
 
 
 def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
-    unavailable = tool_unavailable(bench, ctx.engine.has_bench)
-    if unavailable:
-        return unavailable
-    if ctx.job.spec_mode == NO_DRAFT:
-        return DRAFTS_NOTHING
-    return None
+    return not_probed_because(ctx.job) or tool_unavailable(bench, ctx.engine.has_bench)
+
+
+def not_probed_because(job: Job) -> str | None:
+    """Why a series gets no probe whatever the bench settings (None: it does where the tool runs)."""
+    return DRAFTS_NOTHING if job.spec_mode == NO_DRAFT else None
 
 
 def decode_depth(records: list[dict[str, Any]]) -> int:

@@ -28,9 +28,9 @@ from typing import Any
 
 from whichshot.measure.host_load import HostLoad
 from whichshot.measure.protocol import JobContext
-from whichshot.measure.verify_cost import DRAFTS_NOTHING, drafted_shape
+from whichshot.measure.verify_cost import drafted_shape, not_probed_because
 from whichshot.prepare.corpus import pydoc_topics_text
-from whichshot.shots.axes import NO_DRAFT, ONE_STREAM
+from whichshot.shots.axes import ONE_STREAM
 
 ACCEPT_NONE, ACCEPT_ALL = "accept_none", "accept_all"
 ONE_TOKEN_WIDTH = 2  # a block of 2 repeats: the drafter finds no draft of its minimum length
@@ -88,8 +88,8 @@ def _not_probed_because(ctx: JobContext, bench: dict[str, Any], probe: dict[str,
         return "bench.enabled is false"
     if not probe.get("enabled", False):
         return "bench.verify_probe.enabled is false"
-    if ctx.job.spec_mode == NO_DRAFT:
-        return DRAFTS_NOTHING
+    if drafts_nothing := not_probed_because(ctx.job):
+        return drafts_nothing
     if ctx.job.parallel_streams != ONE_STREAM:
         return "the probe times one stream: series of parallel streams are not probed"
     if probe.get("repeats") is not None and ctx.job.repeat > probe["repeats"]:

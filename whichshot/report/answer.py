@@ -349,6 +349,8 @@ def _other_words(phase: str, words: str, delta: float | None, margin: float) -> 
 def _plural_verdict(words: str, n: int, margin: float) -> str:
     if words == SAME:
         return f"the same within {margin_words(margin)}"
+    if words == TOO_FEW:
+        return f"with {words}"
     return "differ" if words == DIFFERS and n > 1 else words
 
 

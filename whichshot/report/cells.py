@@ -39,7 +39,7 @@ class Cell:
     lines: tuple[tuple[Part, ...], ...] = ()
     numeric: bool = False
     missing: bool = False  # in place of a figure: '—' (does not apply) or 'not measured'
-    struck: bool = False  # a value a gate strikes: never a win
+    struck: tuple[Gate, ...] = ()  # the gates that strike its value: never a win
     hover: str = ""
     look: str = ""  # 'which' (which-shot words), 'series' (a series' axes in words)
     repeated: bool = False  # repeats its group's value in the row above (index.html fades it)
@@ -111,7 +111,7 @@ class CellWriter:
         """A figure a gate strikes (caveats.gates.struck_by): ✗, the value struck, the gate's label;
         why on hover."""
         mark, label = Part(STRUCK_MARK), Part(gate_label(gates), look="gate")
-        return Cell(((mark, self.value(figure), label),), numeric=True, struck=True,
+        return Cell(((mark, self.value(figure), label),), numeric=True, struck=tuple(gates),
                     hover=f"{gate_words(gates)}: not a valid figure")  # fmt: skip
 
     def energy(self, figure: dict[str, Any] | None) -> Cell:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures.answer_figures import LOSSLESS_SHARE
-from whichshot.figures.caveats.gates import STRUCK_MEANS
+from whichshot.figures.caveats.gates import struck_legend
 from whichshot.figures.metrics import (
     CHECKS,
     DETAIL_COLUMNS,
@@ -349,7 +349,8 @@ def lay_out_table(spec: TableSpec, rows: list[Row], writer: CellWriter) -> Table
 def _legend(words: str, cells: list[Cell]) -> str:
     """The description's legend, then what ✗ means where a cell is struck and what each check shown
     means."""
-    struck = f"{STRUCK_MARK} = {STRUCK_MEANS}." if any(cell.struck for cell in cells) else ""
+    gates = [gate for cell in cells for gate in cell.struck]
+    struck = f"{STRUCK_MARK} = {struck_legend(gates)}." if gates else ""
     shown = {part.text for cell in cells for line in cell.lines for part in line if part.look == "check"}
     checks = "; ".join(f"{name} = {meaning}" for _m, name, meaning in CHECKS if name in shown)
     return " ".join(w for w in (words, struck, f"Checks: {checks}." if checks else "") if w)

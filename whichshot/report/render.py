@@ -200,14 +200,33 @@ def write_report_from_files(
     """The render step: figures, caveats, shots, build.json and model files -> index.html,
     summary.md and one PNG per plot in report_dir; with compare_with, a section comparing this run
     with that one."""
-    shots = pd.read_parquet(paths["shots"])
-    figures = pd.read_parquet(paths["figures"])
-    caveats = pd.read_parquet(paths["caveats"])
+    read = _read_tables(paths)
+    figures, shots = read["figures"], read["shots"]
     plots = draw_plots(figures, report_dir)
-    runs = load_runs(paths["builds"], paths["models"])
-    claims = pd.read_parquet(paths["claims"]).to_dict("records") if paths.get("claims") else []
     comparison = comparison_section(compare_with, run_id, figures, shots) if compare_with else None
-    html = render_report(figures, caveats, shots, runs, plots, run_id, privacy, claims, comparison)
+    html = render_report(
+        figures, read["caveats"], shots, read["runs"], plots, run_id, privacy, read["claims"], comparison
+    )
     write_text(html, report_dir / "index.html")
-    summary = render_summary(figures, caveats, run_id, claims, run_summary(shots), runs)
+    write_summary(read, report_dir, run_id)
+
+
+def write_summary_from_files(paths: dict[str, Any], report_dir: Path, run_id: str) -> None:
+    """summary.md alone (no plots, no index.html): what a check of a committed run compares."""
+    write_summary(_read_tables(paths), report_dir, run_id)
+
+
+def write_summary(read: dict[str, Any], report_dir: Path, run_id: str) -> None:
+    shots = run_summary(read["shots"])
+    summary = render_summary(read["figures"], read["caveats"], run_id, read["claims"], shots, read["runs"])
     write_text(summary, report_dir / "summary.md")
+
+
+def _read_tables(paths: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "shots": pd.read_parquet(paths["shots"]),
+        "figures": pd.read_parquet(paths["figures"]),
+        "caveats": pd.read_parquet(paths["caveats"]),
+        "runs": load_runs(paths["builds"], paths["models"]),
+        "claims": pd.read_parquet(paths["claims"]).to_dict("records") if paths.get("claims") else [],
+    }

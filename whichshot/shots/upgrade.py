@@ -45,7 +45,8 @@ def upgrade_shots(shots: pd.DataFrame) -> pd.DataFrame:
     every stream's tokens: N prompts, and N outputs where the N streams returned the same ids; 8 -> 9
     engine_attached false: whichshot started every engine before it could attach to one; 9 -> 10 the
     tokens its speeds divided by, that the engines it started ran on this machine, and compile_cache
-    engine_default, the only one there was)."""
+    engine_default, the only one there was; 10 -> 11 gpu_layers, draft_model_sha256 and settings_sha256
+    null: not recorded)."""
     shots = shots.copy()
     for column in record_schema("shots")["properties"]:
         if column not in shots:

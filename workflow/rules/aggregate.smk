@@ -11,5 +11,7 @@ rule aggregate_shots:
         "results/benchmarks/aggregate_shots.tsv"
     conda:
         ENV
+    params:
+        run_id=config["run_id"],  # stamped on every shot here: a new run_id re-measures nothing
     script:
         "../scripts/aggregate_shots.py"

@@ -19,6 +19,12 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
+from whichshot.measure.plan import prompt_entries, series_plan
+from whichshot.prepare.series_prompts import (
+    CONTENT_ID_CHARS,
+    series_prompts_path,
+    write_series_prompts,
+)
 from whichshot.report.plot_list import PLOTS
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"
@@ -32,6 +38,9 @@ except WhichshotError as error:
 validate(config, SCHEMA_FILE)
 
 JOBS = {job.job_id: job for job in all_jobs(config)}
+# Each series' plan: its run_series job's only params, so a setting re-measures exactly the series
+# whose plans hold it (docs/protocol.md, "What re-measures what").
+PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -60,6 +69,9 @@ PROBE_PATTERN = "|".join(probe_names(config["placement"])).replace(".", r"\.")
 ENGINE_PATTERN = "|".join(config["engines"])
 MODEL_PATTERN = "|".join(config["models"])
 TRACE_PATTERN = "|".join(config["traces"]) or "no-trace"
+# A prompts file's name: a model's, or a model's trace's (results/prompts/<engine>/<source>.json).
+PROMPTS_SOURCE_PATTERN = rf"(?:{MODEL_PATTERN})(?:\.trace-(?:{TRACE_PATTERN}))?"
+CONTENT_ID_PATTERN = f"[0-9a-f]{{{CONTENT_ID_CHARS}}}"
 JOB_PATTERN = "|".join(JOBS).replace(".", r"\.")
 ENV = "../envs/whichshot.yaml"
 # The prompts are cut by this code and carry values of shots/ (their self-repetition): a change to
@@ -97,21 +109,37 @@ def trace_settings(wildcards):
 
 
 def job_inputs(wildcards):
-    """A job needs its engine's build, its model and its prompts."""
+    """A series needs its engine's build, its model (and draft model) and its own prompts, in a
+    file named by their content."""
     job = JOBS[wildcards.job]
-    # Each trace's requests have their own prompts file: adding a trace reruns no other series.
-    prompts = (
-        f"{job.model}.trace-{job.trace}.json" if job.trace else f"{job.model}.json"
-    )
     inputs = {
         "build": f"results/engines/{job.engine}/build.json",
         "model": f"results/models/{job.model}.json",
-        "prompts": f"results/prompts/{job.engine}/{prompts}",
+        "prompts": str(
+            series_prompts_path(Path(prompts_file(job)), *prompt_entries(job))
+        ),
     }
-    draft = config["spec_modes"].get(job.spec_mode, {}).get("draft_model")
+    draft = PLANS[wildcards.job]["spec_mode"]["draft_model"]
     if draft:
         inputs["draft_model"] = f"results/models/{draft}.json"
     return inputs
+
+
+def prompts_file(job):
+    """The prompts file that holds the series' prompts, once built (a checkpoint, since the series'
+    own file is known only from its contents). Each trace's requests have their own file, so adding
+    a trace rebuilds no other."""
+    if job.trace:
+        built = checkpoints.build_trace_prompts.get(
+            engine=job.engine, model=job.model, trace=job.trace
+        )
+    else:
+        built = checkpoints.build_prompts.get(engine=job.engine, model=job.model)
+    return built.output[0]
+
+
+def job_plan(wildcards):
+    return PLANS[wildcards.job]
 
 
 def trace_prompt_files():
@@ -185,10 +213,6 @@ def probe_copy_threads():
     """The copy-bandwidth probe's threads: the most any engine uses."""
     threads = [spec.get("threads", 1) for spec in config["engines"].values()]
     return max(threads, default=1)
-
-
-def job_spec(wildcards):
-    return JOBS[wildcards.job].as_dict()
 
 
 def bench_inputs(wildcards):

@@ -1,4 +1,4 @@
-rule build_prompts:
+checkpoint build_prompts:
     input:
         build="results/engines/{engine}/build.json",
         model="results/models/{model}.json",
@@ -26,7 +26,7 @@ rule build_prompts:
         "../scripts/build_prompts.py"
 
 
-rule build_trace_prompts:
+checkpoint build_trace_prompts:
     input:
         build="results/engines/{engine}/build.json",
         model="results/models/{model}.json",
@@ -52,3 +52,23 @@ rule build_trace_prompts:
         server=config["server"],
     script:
         "../scripts/build_trace_prompts.py"
+
+
+# A series' own prompts, named by their content (whichshot.prepare.series_prompts): the one prompts
+# file a series reads. Its input is ancient: a rebuilt prompts file that left these entries as they
+# were reruns no series that sends them, and one that changed them is a file of another name. A run
+# block, so only an edit of this block, not of a script file's date, would write them anew.
+rule series_prompts:
+    input:
+        ancient("results/prompts/{engine}/{source}.json"),
+    output:
+        "results/prompts/{engine}/{source}/{entries}.{content_id}.json",
+    log:
+        "logs/series_prompts/{engine}/{source}/{entries}.{content_id}.log",
+    wildcard_constraints:
+        engine=ENGINE_PATTERN,
+        source=PROMPTS_SOURCE_PATTERN,
+        entries=r"[A-Za-z0-9_-]+",
+        content_id=CONTENT_ID_PATTERN,
+    run:
+        write_series_prompts(Path(input[0]), Path(output[0]))

@@ -16,15 +16,7 @@ rule run_series:
         # Under Slurm: the node to itself, pinned to its placement group's node (placement.nodes).
         slurm_extra=measurement_slurm_extra,
     params:
-        job=job_spec,
-        run_id=config["run_id"],
-        engines=config["engines"],
-        protocol=config["protocol"],
-        workloads=config["workloads"],
-        spec_modes=config["spec_modes"],
-        server=config["server"],
-        telemetry=config["telemetry"],
-        bench=config["bench"],
-        log_dir=subpath(output.shots, strip_suffix=".jsonl"),
+        # The series' plan and nothing else: a change to it, and only that, re-measures the series.
+        plan=job_plan,
     script:
         "../scripts/run_series.py"

@@ -11,7 +11,7 @@ from whichshot.measure.aggregate import aggregate
 
 def main(smk):
     for table in ("shots", "telemetry"):
-        aggregate(table, [Path(p) for p in smk.input[table]], Path(smk.output[table]))
+        aggregate(table, [Path(p) for p in smk.input[table]], Path(smk.output[table]), smk.params.run_id)
 
 
 run_script(snakemake, main)

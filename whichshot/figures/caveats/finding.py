@@ -5,7 +5,8 @@ compare cells differing in one axis. No figure family picks its caveats; `attach
 they are joined. The caveat record, Finding, lives on the ground floor (whichshot.shots.caveat),
 where an engine kind's own rules reach it too."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -18,7 +19,24 @@ from whichshot.shots.caveat import Finding
 ACROSS_COLUMNS = ("hostname",)
 
 
-def touches(finding: Finding, figure: Figure, axes_of: pd.DataFrame) -> bool:
+# column -> {shot_id: value}: a figure's shots compared by plain lookups (pandas indexing per figure
+# cost most of a derivation's time).
+ShotValues = Mapping[str, Mapping[str, Any]]
+
+
+def shot_values(shots: pd.DataFrame, columns: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Each column's value per shot id (NaN and None alike: one missing value)."""
+    ids = shots["shot_id"].tolist()
+    return {c: dict(zip(ids, shots[c].astype(object).where(shots[c].notna(), None), strict=True))
+            for c in columns}  # fmt: skip
+
+
+def _differ(values: Mapping[str, Any], shot_ids: Iterable[str]) -> bool:
+    """Whether the shots hold more than one value (a missing value counts as one)."""
+    return len({values[s] for s in shot_ids}) > 1
+
+
+def touches(finding: Finding, figure: Figure, axes_of: ShotValues) -> bool:
     """Whether the finding is about an input the figure cites, within the finding's scope."""
     if not (
         finding.shot_ids.intersection(figure.shot_ids) or finding.source_ids.intersection(figure.source_ids)
@@ -30,7 +48,7 @@ def touches(finding: Finding, figure: Figure, axes_of: pd.DataFrame) -> bool:
     if finding.spares.intersection(figure.reads):
         return False
     if finding.across is not None:
-        return axes_of.loc[figure.shot_ids, finding.across].nunique(dropna=False) > 1
+        return _differ(axes_of[finding.across], figure.shot_ids)
     return True
 
 
@@ -40,7 +58,7 @@ def attach(findings: Iterable[Finding], figures: list[Figure], shots: pd.DataFra
     Every shot is cited by its cell's shots_ok figure, so a caveat about shots always touches one.
     A scoped caveat (some columns, or comparisons across an axis) whose scope holds no figure of this
     run concerns no number shown: it does not fire."""
-    axes_of = shots.set_index("shot_id")[[*AXES, *ACROSS_COLUMNS]]
+    axes_of = shot_values(shots, [*AXES, *ACROSS_COLUMNS])
     rows = []
     for finding in findings:
         touched = [f for f in figures if touches(finding, f, axes_of)]
@@ -55,10 +73,10 @@ def attach(findings: Iterable[Finding], figures: list[Figure], shots: pd.DataFra
 def compared_across(figures: list[Figure], shots: pd.DataFrame, axis: str) -> frozenset[str]:
     """Shots cited by a figure that compares cells differing in `axis` (what an `across` caveat can
     reach: a rule about a comparison fires only where some figure makes it)."""
-    values = shots.set_index("shot_id")[axis]
+    values = shot_values(shots, [axis])[axis]
     found: set[str] = set()
     for figure in figures:
-        if figure.shot_ids and values.loc[figure.shot_ids].nunique(dropna=False) > 1:
+        if _differ(values, figure.shot_ids):
             found.update(figure.shot_ids)
     return frozenset(found)
 

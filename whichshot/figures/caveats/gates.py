@@ -20,7 +20,7 @@ from whichshot.figures.caveats.comparison_rules import (
     lossless_check_failed,
     lossless_not_checked,
 )
-from whichshot.figures.caveats.finding import ACROSS_COLUMNS, touches
+from whichshot.figures.caveats.finding import ACROSS_COLUMNS, shot_values, touches
 from whichshot.figures.caveats.run_rules import PROMPT_CACHE_HIT, prompt_cache_hit
 from whichshot.figures.caveats.task_rules import (
     TASK_GATE_NOT_CHECKED,
@@ -34,7 +34,7 @@ from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import AXES
 
 __all__ = ["GATES", "NOT_CHECKABLE_HERE", "STRUCK_MEANS", "Gate", "GateCheck", "gate_label", "gate_words",
-           "gated_out", "gates_failed", "struck_by"]  # fmt: skip
+           "gated_out", "gates_failed", "struck_by", "struck_legend"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,15 @@ GATES = (
 # The caveat rules behind GATES, in its order.
 GATE_RULES = (task_not_done, task_gate_not_checked, lossless_check_failed, lossless_not_checked,
               prompt_cache_hit)  # fmt: skip
-# What a struck figure means, for a table's legend (HTML and Markdown alike).
-STRUCK_MEANS = (
-    "a figure a gate strikes: a speed-up whose task gate failed or could not be checked, or whose output "
-    "is not the no-draft output or was never compared with it; a prefill the engine read from its cache. "
-    "Not a valid figure, never a win"
-)
+# What a struck figure is, for a table's legend (HTML and Markdown alike), before the gates that struck.
+STRUCK_MEANS = "not a valid figure, never a win"
+
+
+def struck_legend(gates: Iterable[Gate]) -> str:
+    """'not a valid figure, never a win: gate failed = task not done (...); lossy = ...' for the gates
+    that struck a table's cells, in GATES order."""
+    present = set(gates)
+    return f"{STRUCK_MEANS}: " + "; ".join(f"{g.label} = {g.reason}" for g in GATES if g in present)
 
 
 def gates_failed(caveat_ids: Iterable[str] | None) -> list[Gate]:
@@ -117,7 +120,7 @@ class GateCheck:
     def __init__(self, catalog: Catalog) -> None:
         found = (rule(catalog) for rule in GATE_RULES)
         self._findings = {finding.caveat_id: finding for finding in found if finding is not None}
-        self._axes_of = catalog.shots.set_index("shot_id")[[*AXES, *ACROSS_COLUMNS]]
+        self._axes_of = shot_values(catalog.shots, [*AXES, *ACROSS_COLUMNS])
 
     def gates(self, figure: Figure) -> list[Gate]:
         return [gate for gate in GATES
