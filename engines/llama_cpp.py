@@ -37,6 +37,7 @@ from whichshot.engine.base import (
 )
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
+from whichshot.engine.sse import MalformedStream, post_stream
 from whichshot.engine.stream import known_positions, reconcile, stream_completion
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
@@ -111,6 +112,15 @@ DRAFT_CAPS = {
     "ngram-mod": ("spec-ngram-mod-n-max", 64),
     "ngram-cache": (None, 8),
 }
+# The verify probe's drafter (measure/verify_probe.py): ngram-simple drafts the tokens that followed the
+# most recent earlier occurrence of the last PROBE_LOOKUP_TOKENS tokens, up to its size-m
+# (common/ngram-map.cpp, common_ngram_simple_draft). On a prompt that ends repeating a block of P
+# distinct tokens that occurrence is one block back, so it drafts exactly P - 1 tokens a step, and
+# nothing where P - 1 is shorter than the lookup. llama-server's synthetic acceptance (--spec-synth-len,
+# "benchmarking only") then accepts every draft token (a mean length of the cap + 1) or none (1),
+# whatever the target samples; each step still samples every position up to the first rejection and
+# emits what it accepted, as a verification does.
+PROBE_LOOKUP_TOKENS = 3
 _TYPE_CHOICES = MODE_SCHEMA["properties"]["type"]["oneOf"]
 _TYPE_CHOICES[0]["enum"] = _TYPE_CHOICES[1]["items"]["enum"] = list(DRAFT_CAPS)
 
@@ -217,6 +227,13 @@ class LlamaCpp:
 
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         return speculative_args(mode, draft_model_path)
+
+    def forced_acceptance_args(self, draft_tokens: int, accept_all: bool) -> list[str] | None:
+        """llama-server flags of the verify probe: copy drafts of up to draft_tokens (PROBE_LOOKUP_TOKENS),
+        every draft token accepted, or none."""
+        return ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(PROBE_LOOKUP_TOKENS),
+                "--spec-ngram-simple-size-m", str(draft_tokens),
+                "--spec-synth-len", str(draft_tokens + 1 if accept_all else 1)]  # fmt: skip
 
     def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         """llama-bench on the model with llama-server's own compute settings (same_work_flags)."""
@@ -397,8 +414,56 @@ class LlamaServer:
                 text, timings.get("draft_n_accepted"), timings["draft_n"]
             )
 
+    def step_readings(
+        self, prompt_token_ids: list[int], max_output_tokens: int, steps: int, timeout_s: float, seed: int = 0
+    ) -> dict[str, Any]:
+        """One greedy request (EOS ignored, the prompt's cache reused from the request before), read
+        until `steps` decode steps after the first token are done (the connection then closes): the
+        engine's own counts at the end of the first token and of each step, [tokens generated,
+        generation ms, draft tokens, accepted draft tokens] (llama-server's timings on every token;
+        the tokens of one step share its time, taken as its sampling ends), and what it prefilled."""
+        request = ShotRequest(prompt_token_ids, max_output_tokens, ignore_eos=True, timeout_s=timeout_s)
+        payload = {
+            **completion_payload(request),
+            "cache_prompt": True,
+            "timings_per_token": True,
+            "seed": seed,
+        }
+        readings: list[list[float]] = []
+
+        def enough(events: list[tuple[float, dict[str, Any]]]) -> bool:
+            add_step_reading(readings, events[-1][1])
+            return len(readings) > steps + 1  # the first event of the step after the last one asked
+
+        try:
+            streamed = post_stream(f"{self.base_url}/completion", payload, timeout_s, max_output_tokens + 2,
+                                   enough=enough)  # fmt: skip
+        except requests.RequestException as exc:
+            raise self.process.request_failure(exc) from None
+        first = streamed.events[0][1].get("timings", {}) if streamed.events else {}
+        return {
+            "readings": readings[: steps + 1],
+            "prompt_n": first.get("prompt_n"),
+            "cache_n": first.get("cache_n"),
+        }
+
     def stop(self) -> int | None:
         return self.process.stop()
+
+
+def add_step_reading(readings: list[list[float]], event: dict[str, Any]) -> None:
+    """Add an event's counts to the readings, one per decode step: an event at the time of the last
+    reading belongs to its step (and updates its token count)."""
+    timings = event.get("timings") or {}
+    # draft_n and draft_n_accepted are left out until the first draft
+    reading = [timings.get("predicted_n"), timings.get("predicted_ms"), timings.get("draft_n", 0),
+               timings.get("draft_n_accepted", 0)]  # fmt: skip
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in reading):
+        raise MalformedStream(f"an event without llama-server's per-token timings: {str(timings)[:80]}")
+    if readings and readings[-1][1] == reading[1]:
+        readings[-1] = reading
+    else:
+        readings.append(reading)
 
 
 def completion_payload(request: ShotRequest) -> dict[str, Any]:

@@ -220,6 +220,9 @@ class OpenAICompat:
     def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         return []
 
+    def forced_acceptance_args(self, draft_tokens: int, accept_all: bool) -> list[str] | None:
+        return None  # no way to make its drafts accepted at will: no verify probe
+
     def start(
         self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
     ) -> "OpenAIServer":

@@ -219,6 +219,9 @@ class Vllm:
     def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         return []
 
+    def forced_acceptance_args(self, draft_tokens: int, accept_all: bool) -> list[str] | None:
+        return None  # its server has no switch that accepts every draft or none: no verify probe
+
     def start(
         self, build: dict[str, Any], model_path: Path, settings: ServerSettings, log_path: Path
     ) -> "VllmServer":

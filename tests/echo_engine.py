@@ -97,6 +97,9 @@ class Echo:
     def bench_argv(self, build: dict[str, Any], model_path: Path, settings: ServerSettings) -> list[str]:
         return []
 
+    def forced_acceptance_args(self, draft_tokens: int, accept_all: bool) -> list[str] | None:
+        return None  # no way to make its drafts accepted at will: no verify probe
+
 
 class EchoServer:
     def __init__(self, process, base_url: str, ready_s: float) -> None:

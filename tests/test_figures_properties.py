@@ -11,6 +11,7 @@ import pandas as pd
 from hypothesis import HealthCheck, core, given, seed, settings
 from hypothesis import strategies as st
 
+from tests.probe_records import probe_record
 from tests.shot_tables import cell, series, table
 from whichshot.figures.aggregations import AGGREGATIONS, recompute
 from whichshot.figures.energy_figures import BACK_TO_BACK
@@ -124,8 +125,10 @@ def bench_runs(shots: pd.DataFrame) -> list[dict]:
         {"test": "tg", "n_prompt": 0, "n_gen": 16, "n_depth": 64, "samples_tok_s": [59.0, 61.0], **settings},
     ]
     brackets = [{"bracket": b, "rows": rows, "error": None} for b in ("before", "after")]
+    # Every series with the server's verify probe at width 17: a drafted cell gets the cost model.
+    probe = probe_record(17, [10.0], [20.0, 22.0], [60.0, 66.0])
     return [
-        {"job_id": job, "engine": "eng", "model": "m", "brackets": brackets}
+        {"job_id": job, "engine": "eng", "model": "m", "brackets": brackets, "verify_probe": probe}
         for job in shots["job_id"].unique()
     ]
 

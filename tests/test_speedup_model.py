@@ -1,5 +1,7 @@
 """The speculative-decoding cost model: a drafted cell's speed-up predicted from its counts and the
-engine's verification cost on this machine (t(k+1)/t(1)), set against the measured one."""
+cost of a verification step on this machine, set against the measured one. The kernel-only model of
+runs before the server's verify probe (llama-bench's t(k+1)/t(1); their committed figures recompute
+with it) here; the server-step model in test_verify_probe.py, and both through the pipeline below."""
 
 import json
 from pathlib import Path
@@ -8,10 +10,16 @@ import pandas as pd
 import pytest
 
 from tests.pipeline import load_config, run_pipeline
+from tests.probe_records import probe_record
 from whichshot.figures.aggregations import compute, recompute
+from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
 from whichshot.figures.speedup_model_figures import (
+    ACCEPTED_SHARE,
+    KERNEL_SHARE,
+    PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
     PREDICTION_RESIDUAL,
+    PROBE_SPREAD,
     QUIET_PREDICTION_RESIDUAL,
     VERIFY_COST,
 )
@@ -66,9 +74,9 @@ def test_a_shot_that_drafted_nothing_is_all_plain_steps():
 
 
 def test_where_a_shot_ran_beside_foreign_work_the_residual_is_also_given_without_it(tmp_path):
-    """cpu_cost_model's shots with one no-draft shot of recall marked busy: that cell's residual
-    is also computed against its speed-up without the busy shot (the `_quiet` figures), the
-    others have none."""
+    """cpu_cost_model's shots with one no-draft shot of recall marked busy, each drafted series given
+    a hand-made server probe (the run predates it): that cell's residual is also computed against
+    its speed-up without the busy shot (the `_quiet` figures), the others have none."""
     run = REFERENCE / "cpu_cost_model"
     shots = pd.read_parquet(run / "shots.parquet")
     busy = shots.index[
@@ -77,8 +85,15 @@ def test_where_a_shot_ran_beside_foreign_work_the_residual_is_also_given_without
     shots.loc[busy, "host_foreign_cores"] = 1.5  # beyond 0.1 cores on 2 cores with 2 engine threads
     shots.to_parquet(tmp_path / "shots.parquet")
     out = (tmp_path / "figures.parquet", tmp_path / "caveats.parquet")
-    write_figures_from_files(tmp_path / "shots.parquet", sorted(run.glob("bench/*.json")), 0.7, *out)
+    (tmp_path / "bench").mkdir()
+    for path in run.glob("bench/*.json"):
+        record = json.loads(path.read_text())
+        if record["verify_cost"].get("not_run") is None:  # a drafted series
+            record["verify_probe"] = probe_record(17, [10.0], [20.0], [60.0])
+        (tmp_path / "bench" / path.name).write_text(json.dumps(record))
+    write_figures_from_files(tmp_path / "shots.parquet", sorted(tmp_path.glob("bench/*.json")), 0.7, *out)
     figures = pd.read_parquet(out[0])
+    assert figures["metric"].eq(PREDICTED_SPEEDUP).sum() == 6  # every drafted cell is modelled
     quiet = figures[figures["metric"] == QUIET_PREDICTION_RESIDUAL]
     assert list(quiet["workload"]) == ["verbatim_recall"] and list(quiet["text_kind"]) == ["real"]
     cell = figures[figures["cell_id"] == quiet["cell_id"].iloc[0]].set_index("metric")["value"]
@@ -94,41 +109,66 @@ def test_the_verify_cost_is_the_wide_batchs_seconds_over_one_tokens():
 
 
 @pytest.mark.e2e
-def test_a_drafted_series_is_followed_by_its_verify_probe_and_gets_a_prediction(tmp_path):
-    """The real engine and llama-bench: the drafted series' bench record holds pp1 and pp17 at its
-    depth with every token out; the cell's prediction and residual recompute from what they cite."""
+def test_a_drafted_series_is_followed_by_its_verify_probes_and_gets_a_prediction(tmp_path):
+    """The real engine, llama-bench and the server's verify probe: the drafted series' bench record
+    holds llama-bench's pp1 and pp17 at its depth with every token out, and the server's step readings
+    at width 17 with every draft accepted and none; the cell's prediction, step shares and residual
+    recompute from what they cite, and the step ratios from the probe's samples."""
     config = load_config("workloads")
     config["workloads"].update(names=["verbatim_recall"], text_kinds=["real"], document_tokens=192,
                                max_output_tokens=240, warm_shots=2)  # fmt: skip
     config["protocol"]["models"] = []
-    config["bench"] = {"enabled": True, "repetitions": 2}
+    config["bench"] = {"enabled": True, "repetitions": 2, "verify_probe": {"repetitions": 2, "steps": 4}}
     result = run_pipeline(tmp_path, config, "results/report/index.html")
     assert result.returncode == 0, result.stderr[-4000:]
     records = {p.name: json.loads(p.read_text()) for p in (tmp_path / "results" / "bench").glob("*.json")}
-    drafted = [r["verify_cost"] for name, r in records.items() if ".ngram_simple." in name]
-    undrafted = [r["verify_cost"] for name, r in records.items() if ".none." in name]
+    drafted = [r for name, r in records.items() if ".ngram_simple." in name]
+    undrafted = [r for name, r in records.items() if ".none." in name]
     assert drafted  # the cold process's series and the warm series
-    for probe in drafted:
+    for record in drafted:
+        probe = record["verify_cost"]
         assert probe["widths"] == [1, 17] and "-embd" in probe["argv"]
         depth = probe["depth_tokens"]
         assert {(row["n_prompt"], row["n_depth"]) for row in probe["rows"]} == {(1, depth), (17, depth)}
-    assert undrafted and all(v["not_run"] == "the series drafts nothing" for v in undrafted)
+        steps = record["verify_probe"]
+        assert steps["error"] is None and steps["depth_tokens"] == depth and steps["widths"] == [17]
+        assert [(p["server"], p["width"]) for p in steps["points"]] == [
+            ("accept_none", 2),
+            ("accept_none", 17),
+            ("accept_all", 17),
+        ]
+    assert undrafted and all(
+        r["verify_cost"]["not_run"] == r["verify_probe"]["not_run"] == "the series drafts nothing"
+        for r in undrafted
+    )
 
     figures = pd.read_parquet(tmp_path / "results" / "figures.parquet")
     shots = pd.read_parquet(tmp_path / "results" / "shots.parquet").set_index("shot_id", drop=False)
-    model = figures[figures["metric"].isin([VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL])]
-    assert set(model["metric"]) == {VERIFY_COST, PREDICTED_SPEEDUP, PREDICTION_RESIDUAL}
-    assert dict(zip(model["metric"], model["kind"], strict=True)) == {
-        VERIFY_COST: "derived",
-        PREDICTED_SPEEDUP: "inferred",
-        PREDICTION_RESIDUAL: "inferred",
+    metrics = [VERIFY_COST, PLAIN_STEP_MS, PROBE_SPREAD, "verify_step_ratio_none_accepted_w17",
+               "verify_step_ratio_all_accepted_w17", PREDICTED_SPEEDUP, KERNEL_SHARE, ACCEPTED_SHARE,
+               PREDICTION_RESIDUAL]  # fmt: skip
+    model = figures[figures["metric"].isin(metrics)]
+    assert set(model["metric"]) == set(metrics)
+    kinds = dict(zip(model["metric"], model["kind"], strict=True))
+    assert {kinds[m] for m in (PREDICTED_SPEEDUP, KERNEL_SHARE, ACCEPTED_SHARE, PREDICTION_RESIDUAL)} == {
+        "inferred"
     }
+    assert {kinds[m] for m in metrics[:5]} == {"derived"}
     values = dict(zip(figures["figure_id"], figures["value"], strict=True))
+    caveats = set(pd.read_parquet(tmp_path / "results" / "caveats.parquet")["caveat_id"])
+    for _cell, cell_model in model.groupby("cell_id"):  # the cold and the warm cell
+        by_metric = cell_model.set_index("metric")["value"]
+        # a machine too busy to time the probe: said, not used
+        if by_metric[PROBE_SPREAD] > VERIFY_PROBE_SPREAD_LIMIT:
+            assert by_metric[[PREDICTED_SPEEDUP, KERNEL_SHARE, ACCEPTED_SHARE]].isna().all()
+            assert "verify_probe_unsteady" in caveats
+        else:
+            assert by_metric[KERNEL_SHARE] + by_metric[ACCEPTED_SHARE] == pytest.approx(1.0)
+    model = model[model["value"].notna()]
     for row in model.to_dict("records"):
         assert row["value"] is not None and recompute(row, shots, values) == pytest.approx(row["value"])
     summary = (tmp_path / "results" / "report" / "summary.md").read_text()
-    assert "## Why drafting gains this much here" in summary
-    assert (
-        "Why drafting gains this much here: a cost model"
-        in (tmp_path / "results" / "report" / "index.html").read_text()
-    )
+    assert "## Why drafting gains this much here" in summary and "per-token share" in summary
+    html = (tmp_path / "results" / "report" / "index.html").read_text()
+    assert "Why drafting gains this much here: a cost model" in html
+    assert "What a wider verify block costs here" in html

@@ -133,6 +133,9 @@ class RunningEngine(Protocol):
 
     # Engines whose kind sets parallel_streams also serve the same request on N slots at once:
     # def shot_streams(self, request: ShotRequest, streams: int) -> list[ShotOutcome]
+    # Engines whose kind has forced_acceptance_args also time each decode step of one request
+    # (measure/verify_probe.py; engines/llama_cpp.py says what the readings hold):
+    # def step_readings(self, prompt_token_ids, max_output_tokens, steps, timeout_s, seed=0) -> dict
 
     def stop(self) -> int | None: ...
 
@@ -186,6 +189,13 @@ class Engine(Protocol):
 
     def speculative_args(self, mode: dict[str, Any], draft_model_path: Path | None = None) -> list[str]:
         """Server flags of one speculative decoding mode ({} = none), with its draft model if any."""
+        ...
+
+    def forced_acceptance_args(self, draft_tokens: int, accept_all: bool) -> list[str] | None:
+        """Server flags for the verify probe (measure/verify_probe.py), or None where the kind has none:
+        a prompt that ends repeating a block of P distinct tokens is then drafted P - 1 tokens a step
+        (up to draft_tokens; none for P = 2), and the target accepts every draft token (accept_all)
+        or none, sampling each position it checks as a verification does."""
         ...
 
     def bench_argv(self, build: dict[str, Any], model_path: Path, settings: "ServerSettings") -> list[str]:

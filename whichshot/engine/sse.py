@@ -39,10 +39,13 @@ def post_stream(
     timeout_s: float,
     max_events: int,
     on_first_event: Callable[[], None] | None = None,
+    enough: Callable[[list[tuple[float, dict[str, Any]]]], bool] | None = None,
 ) -> StreamedResponse:
     """POST `payload` with stream=true and timestamp every `data:` event on the monotonic clock as
     its bytes are read, with its delivery (measure.timing refuses a shot whose tokens all came in
-    one); `on_first_event` is called once the first event is stored (it must not block)."""
+    one); `on_first_event` is called once the first event is stored (it must not block). Where
+    `enough` says the events so far suffice, reading stops and the connection closes (a server that
+    sees it close ends the request: a probe that needs part of a long answer waits for no more)."""
     headers = {"Connection": "close", "Accept": "text/event-stream", "Content-Type": "application/json"}
     body = json.dumps(payload).encode("utf-8")  # built first: the clock starts as the bytes go out
     record = StreamedResponse(t_request_s=time.monotonic())
@@ -62,6 +65,8 @@ def post_stream(
                 on_first_event()
             if len(record.events) > max_events:
                 raise MalformedStream(f"more than {max_events} events: output far longer than asked")
+            if enough is not None and enough(record.events):
+                break
     record.t_end_s = time.monotonic()
     return record
 

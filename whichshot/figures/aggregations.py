@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from whichshot.figures.statistic import outlier_flags
@@ -333,6 +334,23 @@ def verify_cost_ratio(values, params) -> float | None:
     return params["width"] * statistics.fmean(one) / statistics.fmean(wide)
 
 
+def samples_median(values, params) -> float | None:
+    """The median of another tool's samples (the probe's per-request medians)."""
+    return statistics.median(params["samples"]) if params["samples"] else None
+
+
+def step_ratio(values, params) -> float | None:
+    """A step's time over the one-token step's: the medians of their per-request samples (ms)."""
+    wide, one = params["samples_ms"], params["one_token_samples_ms"]
+    return statistics.median(wide) / statistics.median(one) if wide and one else None
+
+
+def largest_spread(values, params) -> float | None:
+    """The largest slowest-over-fastest among the repetitions of each point a probe timed."""
+    spreads = [max(s) / min(s) for s in params["samples_ms_by_point"].values() if s and min(s) > 0]
+    return max(spreads, default=None)
+
+
 def _verify_steps(row: pd.Series) -> float | None:
     """A shot's verification steps that had a draft: accepted / (mean len - 1), the engine's mean
     length being (accepted + steps) / steps; else the server's drafts counter; none drafted: 0."""
@@ -345,27 +363,80 @@ def _verify_steps(row: pd.Series) -> float | None:
     return float(drafts) if pd.notna(drafts) else None
 
 
-def speculative_speedup(rows, columns, params, inputs=()) -> float | None:
-    """Decode tokens / (plain steps + verify steps x r): each verify step emits its accepted drafts
-    plus the target's own token and costs r = t(k+1)/t(1) one-token steps, r interpolated linearly
-    from 1 at one token to the measured ratio at the cap's width, at the cell's mean draft k."""
-    (ratio_at_cap,) = inputs
+@dataclass(frozen=True)
+class DecodeSteps:
+    """A drafted cell's decode, summed over its shots: tokens decoded after the first (it came with
+    the prefill), steps that drafted nothing, verification steps and their draft and accepted tokens."""
+
+    decoded: float
+    plain: float
+    verify: float
+    drafted: float
+    accepted: float
+
+    @property
+    def mean_draft(self) -> float:
+        return self.drafted / self.verify
+
+    @property
+    def mean_accepted(self) -> float:
+        return self.accepted / self.verify
+
+    def speedup(self, verify_step_ratio: float) -> float:
+        """Decoded tokens over the steps' time in one-token steps: plain + verify x the ratio."""
+        return self.decoded / (self.plain + self.verify * verify_step_ratio)
+
+
+def decode_steps(rows: pd.DataFrame) -> DecodeSteps | None:
+    """The shots' decode steps from the engine's counts (None where a shot's steps are unknown)."""
     needed = rows.dropna(subset=["output_tokens", "engine_draft_tokens", "engine_draft_accepted"])
     steps = [_verify_steps(row) for _, row in needed.iterrows()]
-    if ratio_at_cap is None or needed.empty or None in steps:
+    if needed.empty or None in steps:
         return None
-    decoded = float((needed["output_tokens"] - 1).sum())  # the first token came with the prefill
-    drafted, accepted, verify_steps = (
-        needed["engine_draft_tokens"].sum(),
-        needed["engine_draft_accepted"].sum(),
-        sum(steps),
+    decoded = float((needed["output_tokens"] - 1).sum())
+    accepted, verify = float(needed["engine_draft_accepted"].sum()), float(sum(steps))
+    return DecodeSteps(
+        decoded, decoded - accepted - verify, verify, float(needed["engine_draft_tokens"].sum()), accepted
     )
-    if verify_steps == 0:
+
+
+def speculative_speedup(rows, columns, params, inputs=()) -> float | None:
+    """The kernel-only model of runs before the server's verify probe (their committed figures
+    recompute with it): decode tokens / (plain steps + verify steps x r), r = t(k+1)/t(1) from
+    llama-bench interpolated linearly from 1 at one token to the measured ratio at the cap's width,
+    at the cell's mean draft k."""
+    (ratio_at_cap,) = inputs
+    steps = decode_steps(rows)
+    if ratio_at_cap is None or steps is None:
+        return None
+    if steps.verify == 0:
         return 1.0
-    mean_draft = drafted / verify_steps
-    ratio = 1 + (ratio_at_cap - 1) * mean_draft / params["cap"]
-    plain_steps = decoded - accepted - verify_steps
-    return decoded / (plain_steps + verify_steps * ratio)
+    return steps.speedup(1 + (ratio_at_cap - 1) * steps.mean_draft / params["cap"])
+
+
+def server_step_model(rows, columns, params, inputs=()) -> float | None:
+    """The cost model on the server's own step times (measure/verify_probe.py), at the cell's mean
+    draft k and mean accepted a per verification step: a step costs none(k) + a x token(k) one-token
+    steps, none(k) the step that accepts no draft (linear between the widths timed, 1 at k = 0) and
+    token(k) each accepted token's cost, (all(w) - none(w)) / (w - 1) at each width w = k + 1 timed.
+    params["output"]: the speed-up (decoded / (plain + verify x step)), or the step's kernel share
+    (none(k) / step) or per-token share (a x token(k) / step). None where a probe's repetitions
+    spread more than params["spread_limit"] (inputs: that spread, then none(w), then all(w))."""
+    spread, *ratios = inputs
+    widths = params["widths"]
+    nones, alls = ratios[: len(widths)], ratios[len(widths) :]
+    steps = decode_steps(rows)
+    if steps is None or spread is None or spread > params["spread_limit"] or None in ratios:
+        return None
+    if steps.verify == 0:
+        return 1.0 if params["output"] == "speedup" else None
+    drafts = [w - 1 for w in widths]
+    kernel = float(np.interp(steps.mean_draft, [0, *drafts], [1.0, *nones]))
+    per_token = [(a - n) / k for a, n, k in zip(alls, nones, drafts, strict=True)]
+    token = float(np.interp(steps.mean_draft, drafts, per_token))
+    step = kernel + steps.mean_accepted * token
+    return {"speedup": steps.speedup(step), "kernel_share": kernel / step,
+            "token_share": steps.mean_accepted * token / step}[params["output"]]  # fmt: skip
 
 
 AGGREGATIONS = {
@@ -405,6 +476,10 @@ AGGREGATIONS = {
         Aggregation("ratio", "figures", ratio),
         Aggregation("verify_cost_ratio", "source", verify_cost_ratio),
         Aggregation("speculative_speedup", "shots", speculative_speedup, rests_on_a_model=True),
+        Aggregation("server_step_model", "shots", server_step_model, rests_on_a_model=True),
+        Aggregation("tool_samples_median", "source", samples_median),
+        Aggregation("step_ratio", "source", step_ratio),
+        Aggregation("largest_spread", "source", largest_spread),
         Aggregation("clock_scaled", "figures", clock_scaled, rests_on_a_model=True),
         Aggregation("relative_gap", "figures", relative_gap),
         Aggregation("lowest_over_input", "shots", lowest_over_input),

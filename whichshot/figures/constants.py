@@ -56,6 +56,11 @@ SELF_REPETITION_DOMINANT = 0.3
 # A drafter whose state carries across requests (n-gram) learnt from earlier ones when its warm
 # acceptance exceeds a process's first request's by more than this (points of accepted / drafted).
 DRAFTER_WARM_ACCEPTANCE_MARGIN = 0.05
+# A probe of a step's cost (the server's verify probe, llama-bench's verify cost) whose slowest timed
+# repetition exceeds its fastest by more than this factor measured the machine's moods, not the step:
+# it feeds no prediction. The cost model's target is 20 %; a probe that moves 25 % between repetitions
+# cannot support it. (llama-bench's one-token repetitions on an H100 spread 3.3-3.8x.)
+VERIFY_PROBE_SPREAD_LIMIT = 1.25
 
 
 def busy_threshold_cores(cpu_count: float | None, threads: float | None) -> float:
@@ -100,6 +105,13 @@ CONSTANTS = (
         "fraction",
         "warm acceptance (accepted / drafted) more than this above a process's first request's fires "
         "drafter_learnt_across_requests",
+    ),
+    Constant(
+        "verify_probe_spread_limit",
+        VERIFY_PROBE_SPREAD_LIMIT,
+        "ratio",
+        "a step-cost probe whose slowest timed repetition exceeds its fastest by more than this factor feeds "
+        "no prediction and fires verify_probe_unsteady",
     ),
     Constant(
         "clock_only_tolerance",

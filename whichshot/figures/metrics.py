@@ -15,10 +15,16 @@ from whichshot.figures.engine_figures import ENGINES
 from whichshot.figures.node_figures import NODES
 from whichshot.figures.side_figures import SAME_OUTPUT, Side
 from whichshot.figures.speedup_model_figures import (
+    ACCEPTED_SHARE,
+    KERNEL_SHARE,
+    PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
     PREDICTION_RESIDUAL,
+    PROBE_SPREAD,
     QUIET_PREDICTION_RESIDUAL,
+    STEP_RATIO,
     VERIFY_COST,
+    VERIFY_COST_SPREAD,
 )
 from whichshot.figures.verdict import METHOD as VERDICT_METHOD
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
@@ -85,6 +91,12 @@ SECTIONS = (
      "above 1 is a defect of the ceiling (caveat share_above_ceiling). On a CPU the compute peak is "
      "the engine's own kernels at the model's weight types (llama-bench on a synthetic model), else "
      "our float32 GEMM probe."),
+    ("verify_width", "What a wider verify block costs here",
+     "The server's verify probe, right after each drafted series: a step verifying w positions (w - 1 "
+     "drafts, seed 002's verify block) with no draft or every draft accepted, over a step of one token, "
+     "by the server's own clock. The gap between the two is what the accepted tokens cost (sampling "
+     "each position, emitting it); the first is the forward pass over w positions. llama-bench's spread "
+     "of its verify-cost repetitions is beside them."),
     ("noise", "Verdicts: spreads, intervals and comparisons",
      f"The answer block's figures with their provenance. Verdicts: {VERDICT_METHOD}."),
     ("constants", "Constants our judgments rest on",
@@ -96,6 +108,8 @@ SECTIONS = (
 # The engine's kernels at each of the model's weight types (ceiling_figures): one metric per type,
 # {device}_engine_matmul_{type}_flop_s, shown with the ceilings.
 ENGINE_MATMUL = "_engine_matmul_"
+# The verify probe's step at each width it timed: verify_step_ratio_{none,all}_accepted_w{width}.
+PER_NAME = {ENGINE_MATMUL: "ceilings", STEP_RATIO: "verify_width"}
 
 METRICS: tuple[Metric, ...] = (
     *_table(
@@ -161,8 +175,12 @@ METRICS: tuple[Metric, ...] = (
         (PREDICTED_SPEEDUP, "predicted", "×"),
         (PREDICTION_RESIDUAL, "unexplained", "measured / predicted - 1"),
         (QUIET_PREDICTION_RESIDUAL, "unexplained, quiet", "without host-busy shots"),
-        (VERIFY_COST, "verify cost", "t(k+1) / t(1)"),
         ("engine_draft_mean_len", "mean len", "tokens/step"),
+        (PLAIN_STEP_MS, "one-token step", "ms, server"),
+        (KERNEL_SHARE, "kernel share", "of a verify step"),
+        (ACCEPTED_SHARE, "per-token share", "of a verify step"),
+        (PROBE_SPREAD, "probe spread", "slowest / fastest"),
+        (VERIFY_COST, "verify cost, kernel only", "t(k+1) / t(1), llama-bench"),
     ),
     # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.
     *_table(
@@ -261,6 +279,7 @@ METRICS: tuple[Metric, ...] = (
         "prefill_ceiling_tok_s",
         "prefill_share_of_ceiling",
     ),
+    *_listed("verify_width", VERIFY_COST_SPREAD),
     *_listed("noise", *sorted(ANSWER_METRICS)),
     # The constants section lists the assumed figures, whatever their metric; the warm fraction and the
     # verdict margin are the config's (constants.constant_figures).
@@ -294,7 +313,8 @@ def places(metric: str) -> tuple[str, ...]:
     """The tables and sections that show a metric by name; () for one that falls to "Other figures"
     unnamed."""
     found = tuple(m.shown_in for m in METRICS if m.metric == metric)
-    return found + ("ceilings",) if ENGINE_MATMUL in metric and "ceilings" not in found else found
+    named = tuple(place for part, place in PER_NAME.items() if part in metric and place not in found)
+    return found + named
 
 
 HEADLINE_COLUMNS = columns("headline")

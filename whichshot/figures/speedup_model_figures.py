@@ -1,18 +1,25 @@
 """Why drafting speeds up this much on this machine: a cost model of speculative decoding per
 drafted cell, set against the measured speed-up.
 
-A decode step without drafting emits one token and costs t(1). A verification step emits the
-accepted drafts plus the target's own token and costs t(k+1), the time of a batch of k+1 tokens
-(measured/verify_cost.py times it with the engine's tool right after the series, at its depth).
-With the cell's counts (decoded tokens, drafted and accepted tokens, verification steps):
+A decode step that drafted nothing emits one token and costs one one-token step. A verification
+step checks k drafts and the target's own position and emits the a drafts it accepted plus the
+target's token; the server's verify probe (measure/verify_probe.py) times both kinds on the server
+the series used, right after it: at each verify width w = k + 1 it timed, the step that accepts no
+draft (none(w): the forward pass over w positions, one sampling) and the one that accepts every
+draft (all(w)), each over the one-token step. Each accepted token then costs
+token(w) = (all(w) - none(w)) / (w - 1): sampling its position on the host and emitting it. With the
+cell's counts (decoded tokens, verification steps, mean draft k and mean accepted a per step):
 
-    predicted speed-up = decoded / (plain steps + verification steps x t(k+1)/t(1))
+    predicted speed-up = decoded / (plain steps + verification steps x (none(k) + a x token(k)))
 
-The same acceptance therefore gives a large speed-up where t(k+1)/t(1) is small (a batch costs
-little more than a token: decode waits on memory) and a small one where it is near k+1 (compute
-bound). Drafting's own cost is taken as nothing: an n-gram lookup in the engine's context is
-microseconds a step. A mode that drafts with a model pays for its draft tokens too, which this
-model leaves out: its residual says so. Residual = measured / predicted - 1.
+none(k) linear between the widths timed (1 at k = 0) and token(k) likewise. The step's kernel share
+is none(k) over its cost, its per-token share a x token(k) over it: where a forward pass over many
+positions costs little more than one (a GPU, a small model), the per-token share sets the speed-up.
+llama-bench's batch ratio t(k+1)/t(1) (measure/verify_cost.py) stays beside it: the kernel alone,
+without sampling. A probe whose repetitions spread more than VERIFY_PROBE_SPREAD_LIMIT (slowest over
+fastest) feeds no prediction (caveat verify_probe_unsteady). The drafter's own cost is left out:
+an n-gram lookup is microseconds, a draft model is not (its residual says so).
+Residual = measured / predicted - 1.
 """
 
 from typing import Any
@@ -23,11 +30,21 @@ from whichshot.figures import figure
 from whichshot.figures.answer_figures import quiet
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
+from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
+from whichshot.figures.step_probe import PointSamples, one_token, point_samples, probed_widths
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.measure.verify_cost import ONE_TOKEN
+from whichshot.measure.verify_probe import ACCEPT_ALL, ACCEPT_NONE
 
 VERIFY_COST = "verify_cost_ratio"
+VERIFY_COST_SPREAD = "verify_cost_spread"
+PLAIN_STEP_MS = "one_token_step_ms"
+PROBE_SPREAD = "verify_probe_spread"
+# verify_step_ratio_{none,all}_accepted_w{width}: one per width the probe timed (section verify_width)
+STEP_RATIO = "verify_step_ratio_"
 PREDICTED_SPEEDUP = "predicted_speedup_vs_none"
+KERNEL_SHARE = "verify_kernel_share"
+ACCEPTED_SHARE = "verify_token_share"
 PREDICTION_RESIDUAL = "speedup_prediction_residual"
 QUIET_PREDICTION_RESIDUAL = quiet(PREDICTION_RESIDUAL)
 MODEL_COLUMNS = [
@@ -37,20 +54,29 @@ MODEL_COLUMNS = [
     "engine_draft_mean_len",
     "server_spec_drafts_delta",
 ]
+PROBE_TIMED_BY = "llama-server (its own step timings)"
+PROBE_WHICH_SHOT = (
+    "the server's verify probe right after the drafted series, in its job (warm-up request left out)"
+)
+
+
+def step_ratio_metric(server: str, width: int) -> str:
+    return f"{STEP_RATIO}{server.removeprefix('accept_')}_accepted_w{width}"
 
 
 def speedup_model_figures(catalog: Catalog) -> list[figure.Figure]:
     figures = []
     for cell, rows in group_cells(catalog.shots):
         measured = catalog.find(cell, SPEEDUP_METRIC)
-        probes = _verify_probes(catalog, rows)
-        if measured is None or not probes:
+        if measured is None:
             continue
-        cost = _verify_cost(cell, probes)
-        if cost is None:
+        figures += _llama_bench_figures(cell, _runs(catalog, rows, "verify_cost", "rows"))
+        model = _server_model(catalog, cell, rows, _runs(catalog, rows, "verify_probe", "points"))
+        if model is None:
             continue
-        predicted = _predicted(catalog, cell, rows, cost, probes[0][1]["widths"][-1] - 1)
-        figures += [cost, predicted, _residual(PREDICTION_RESIDUAL, measured, predicted, RESIDUAL_FORMULA)]
+        figures += model
+        predicted = next(f for f in model if f.metric == PREDICTED_SPEEDUP)
+        figures.append(_residual(PREDICTION_RESIDUAL, measured, predicted, RESIDUAL_FORMULA))
         # Against the speed-up without the host-busy shots, where the answer has one: foreign load
         # slows one side's shots, which no cost of drafting explains.
         quietly = catalog.find(cell, quiet(SPEEDUP_METRIC))
@@ -61,7 +87,7 @@ def speedup_model_figures(catalog: Catalog) -> list[figure.Figure]:
 
 RESIDUAL_FORMULA = (
     f"measured {SPEEDUP_METRIC} / {PREDICTED_SPEEDUP} - 1: what the cost model leaves unexplained (a draft "
-    "model's own cost, sampling, host load)"
+    "model's own cost, the drafter's lookups, host load)"
 )
 QUIET_RESIDUAL_FORMULA = (
     f"{quiet(SPEEDUP_METRIC)} / {PREDICTED_SPEEDUP} - 1: the residual without the shots host_busy names"
@@ -80,18 +106,22 @@ def _residual(metric: str, measured: figure.Figure, predicted: figure.Figure, fo
     )
 
 
-def _verify_probes(catalog: Catalog, rows: pd.DataFrame) -> list[tuple[str, dict[str, Any]]]:
-    """(job id, probe record) of each of the cell's series whose verification-cost probe ran."""
+def _runs(catalog: Catalog, rows: pd.DataFrame, key: str, holds: str) -> list[tuple[str, dict[str, Any]]]:
+    """(job id, probe record) of each of the cell's series whose probe under `key` holds `holds`."""
     jobs = set(rows["job_id"])
     return [
-        (run["job_id"], run["verify_cost"])
+        (run["job_id"], run[key])
         for run in catalog.bench_runs
-        if run.get("job_id") in jobs and (run.get("verify_cost") or {}).get("rows")
+        if run.get("job_id") in jobs and (run.get(key) or {}).get(holds)
     ]
 
 
-def _verify_cost(cell: Cell, probes: list[tuple[str, dict[str, Any]]]) -> figure.Figure | None:
-    """t(k+1)/t(1) over every repetition of the cell's probes (one width per cell: its draft cap)."""
+# -- llama-bench: the kernel alone ----------------------------------------------------------------
+def _llama_bench_figures(cell: Cell, probes: list[tuple[str, dict[str, Any]]]) -> list[figure.Figure]:
+    """t(k+1)/t(1) over every repetition of the cell's probes (one width per cell: its draft cap),
+    and how far those repetitions spread."""
+    if not probes:
+        return []
     width = probes[0][1]["widths"][-1]
     samples: dict[int, list[float]] = {ONE_TOKEN: [], width: []}
     sources, depths = [], []
@@ -103,38 +133,138 @@ def _verify_cost(cell: Cell, probes: list[tuple[str, dict[str, Any]]]) -> figure
                                f"@d{row['n_depth']}")  # fmt: skip
         depths.append(probe["depth_tokens"])
     if not samples[ONE_TOKEN] or not samples[width]:
-        return None
-    return figure.from_source(
+        return []
+    which_shot = "llama-bench's own protocol, run right after the drafted series in its job"
+    described = {"cell": cell, "computed_by": speedup_model_figures, "timed_by": "llama-bench",
+                 "which_shot": which_shot}  # fmt: skip
+    cost = figure.from_source(
         VERIFY_COST,
         "verify_cost_ratio",
         {"width": width, "samples_one_tok_s": samples[ONE_TOKEN], "samples_wide_tok_s": samples[width]},
         sources,
         "ratio",
-        cell=cell,
         formula=f"seconds of one {width}-token batch / of one token, llama-bench pp{width} and pp1 at the "
         f"series' mid-answer depth ({', '.join(map(str, depths))} tokens), mean tok/s of every repetition "
-        "(-embd 1: the output head for every token of the batch, as a verification step computes it)",
+        "(-embd 1: the output head for every token of the batch, as a verification step computes it); "
+        "the kernel alone, no sampling",
+        **described,
+    )
+    spread = figure.from_source(
+        VERIFY_COST_SPREAD,
+        "largest_spread",
+        {"samples_ms_by_point": {f"pp{w}": [1e3 / v for v in s if v > 0] for w, s in samples.items()}},
+        sources,
+        "ratio",
+        formula=f"slowest / fastest repetition of llama-bench's pp1 and pp{width} (the larger of the two)",
+        **described,
+    )
+    return [cost, spread]
+
+
+# -- the server's verify probe: the cost model ---------------------------------------------------
+def _server_model(
+    catalog: Catalog, cell: Cell, rows: pd.DataFrame, probes: list[tuple[str, dict[str, Any]]]
+) -> list[figure.Figure] | None:
+    """The probe's figures for the cell and the model's prediction and step shares (None: no probe,
+    or a point it timed without a sample)."""
+    one, widths = one_token(probes), probed_widths(probes)
+    points = [point_samples(probes, server, w) for server in (ACCEPT_NONE, ACCEPT_ALL) for w in widths]
+    if not one.samples_ms or not widths or not all(p.samples_ms for p in points):
+        return None
+    probe_figures = [_one_token_step(cell, one), *(_step_ratio(cell, p, one) for p in points),
+                     _probe_spread(cell, [one, *points])]  # fmt: skip
+    spread, ratios = probe_figures[-1], probe_figures[1:-1]
+    selection = catalog.rule(cell["protocol"]).select(rows, "decode_tok_s")
+    inputs = [spread, *ratios]
+    return probe_figures + [
+        _model_figure(output, cell, selection, inputs, widths) for output in MODEL_OUTPUTS
+    ]
+
+
+def _one_token_step(cell: Cell, one: PointSamples) -> figure.Figure:
+    return figure.from_source(
+        PLAIN_STEP_MS,
+        "tool_samples_median",
+        {"samples": one.samples_ms},
+        one.sources,
+        "ms",
+        cell=cell,
+        formula="median over the probe's timed requests of each one's median steady step, a step that "
+        "drafted nothing, by the server's own clock (a prompt ending in a repeat of 2 tokens)",
         computed_by=speedup_model_figures,
-        timed_by="llama-bench",
-        which_shot="llama-bench's own protocol, run right after the drafted series in its job",
+        timed_by=PROBE_TIMED_BY,
+        which_shot=PROBE_WHICH_SHOT,
     )
 
 
-def _predicted(
-    catalog: Catalog, cell: Cell, rows: pd.DataFrame, cost: figure.Figure, cap: int
+def _step_ratio(cell: Cell, point: PointSamples, one: PointSamples) -> figure.Figure:
+    accepted = "every draft accepted" if point.server == ACCEPT_ALL else "no draft accepted"
+    return figure.from_source(
+        step_ratio_metric(point.server, point.width),
+        "step_ratio",
+        {"samples_ms": point.samples_ms, "one_token_samples_ms": one.samples_ms, "width": point.width},
+        [*point.sources, *one.sources],
+        "ratio",
+        cell=cell,
+        formula=f"median steady step verifying {point.width} positions ({point.width - 1} drafts), "
+        f"{accepted}, over the median one-token step ({PLAIN_STEP_MS}), each the median over timed "
+        "requests of their steady steps, by the server's own clock",
+        computed_by=speedup_model_figures,
+        timed_by=PROBE_TIMED_BY,
+        which_shot=PROBE_WHICH_SHOT,
+    )
+
+
+def _probe_spread(cell: Cell, points: list[PointSamples]) -> figure.Figure:
+    return figure.from_source(
+        PROBE_SPREAD,
+        "largest_spread",
+        {"samples_ms_by_point": {p.name: p.samples_ms for p in points}},
+        list(dict.fromkeys(s for p in points for s in p.sources)),
+        "ratio",
+        cell=cell,
+        formula="slowest / fastest timed request of each point the probe timed (one-token step, each width "
+        f"with no draft or every draft accepted), the largest; above {VERIFY_PROBE_SPREAD_LIMIT} "
+        "(verify_probe_spread_limit) the probe feeds no prediction",
+        computed_by=speedup_model_figures,
+        timed_by=PROBE_TIMED_BY,
+        which_shot=PROBE_WHICH_SHOT,
+    )
+
+
+# output -> (metric, unit, what it is)
+MODEL_OUTPUTS = {
+    "speedup": (PREDICTED_SPEEDUP, "ratio", "decoded tokens / (plain steps + verification steps x step)"),
+    "kernel_share": (
+        KERNEL_SHARE,
+        "fraction",
+        "none(k) / step: the forward pass's share of a verification step",
+    ),
+    "token_share": (
+        ACCEPTED_SHARE,
+        "fraction",
+        "a x token(k) / step: the accepted tokens' share of a verification step",
+    ),
+}
+
+
+def _model_figure(
+    output: str, cell: Cell, selection, inputs: list[figure.Figure], widths: list[int]
 ) -> figure.Figure:
-    selection = catalog.rule(cell["protocol"]).select(rows, "decode_tok_s")
+    metric, unit, what = MODEL_OUTPUTS[output]
     return figure.from_shots(
-        PREDICTED_SPEEDUP,
+        metric,
         cell,
         selection,
-        "speculative_speedup",
+        "server_step_model",
         MODEL_COLUMNS,
-        unit="ratio",
-        parameters={"cap": cap},
-        inputs=[cost],
-        formula="decoded tokens / (plain steps + verification steps x t(k+1)/t(1)), summed over the shots "
-        f"the cell's speed-up uses; steps = engine-reported accepted / (mean len - 1); t(k+1)/t(1) "
-        f"interpolated linearly from 1 to {VERIFY_COST} at the cell's mean draft of k tokens (cap {cap})",
+        unit=unit,
+        parameters={"widths": widths, "spread_limit": VERIFY_PROBE_SPREAD_LIMIT, "output": output},
+        inputs=inputs,
+        formula=f"{what}, summed over the shots the cell's speed-up uses; step = none(k) + a x token(k) "
+        "one-token steps at the cell's mean draft k and mean accepted a per verification step (engine-"
+        "reported; steps = accepted / (mean len - 1)); none(w) and all(w) the server's step at verify "
+        f"width w (widths {', '.join(map(str, widths))}) with no / every draft accepted, token(w) = "
+        "(all(w) - none(w)) / (w - 1), linear in k between widths; none if the probe spread above the limit",
         computed_by=speedup_model_figures,
     )

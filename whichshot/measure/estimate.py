@@ -162,7 +162,7 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate], finis
     lines.append(
         "  not counted: "
         + (f"{on_disk}, " if finished else "")
-        + "model downloads, engine builds, llama-bench brackets, the report"
+        + "model downloads, engine builds, llama-bench brackets, verify probes, the report"
     )
     return lines
 

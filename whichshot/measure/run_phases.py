@@ -40,6 +40,7 @@ def series_seconds(shots: pd.DataFrame, telemetry: pd.DataFrame, bench_dir: Path
     parts["series, other (stops, gaps, telemetry)"] = max(0.0, float(window) - sum(parts.values()))
     parts["llama-bench brackets"] = _bench_seconds(bench_dir, "brackets")
     parts["verification-cost probes"] = _bench_seconds(bench_dir, "verify_cost")
+    parts["server verify probes"] = _bench_seconds(bench_dir, "verify_probe")
     return parts
 
 

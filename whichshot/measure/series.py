@@ -21,6 +21,7 @@ from whichshot.measure.plan import SeriesInputs, job_context
 from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.measure.verify_cost import run_verify_probe, verify_plan
+from whichshot.measure.verify_probe import verify_probe_step
 from whichshot.telemetry import NO_NVML, TelemetryRecorder, close_backends, open_backends, summarize_shot
 from whichshot.telemetry.base import FALLBACK, NOT_READABLE, SAMPLE_COLUMNS
 from whichshot.telemetry.gpus import NOT_OUR_PROCESS, GpuChoice, check_engine_gpus
@@ -170,8 +171,10 @@ def measure_series(
         shots = functools.partial(run_series_with_telemetry, ctx, outputs.shots, outputs.telemetry, telemetry)
         series, brackets = bracketed(plan, shots)
         verify = run_verify_probe(*verify_plan(ctx, series.records, bench))
+        steps = verify_probe_step(ctx, series.records, bench)
         peer = peer_step(ctx, bench.get("peer_client"))
-        record = {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify, "peer_client": peer}
+        record = {**bench_record(ctx, plan, not_run, brackets), "verify_cost": verify, "verify_probe": steps,
+                  "peer_client": peer}  # fmt: skip
         write_json_atomic(outputs.bench, record)
         promote_together([JsonlJournal(outputs.shots), JsonlJournal(outputs.telemetry)])
 

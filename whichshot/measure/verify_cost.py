@@ -25,6 +25,8 @@ from whichshot.measure.protocol import JobContext
 from whichshot.shots.axes import NO_DRAFT
 
 ONE_TOKEN = 1
+DRAFTS_NOTHING = "the series drafts nothing"  # why a no-draft series gets no probe
+NO_DRAFT_CAP = "no ok shot with a known draft cap (spec_draft_cap_tokens) to size the probe"
 EVERY_TOKEN_OUT = ("-embd", "1")  # every token of the batch is an output, so its logits are computed
 
 
@@ -47,19 +49,30 @@ def verify_plan(
     ctx: JobContext, records: list[dict[str, Any]], bench: dict[str, Any]
 ) -> tuple[VerifyPlan | None, str | None]:
     """The probe's plan for a drafted series that just ran, or why it gets none."""
-    reason = _not_probed_because(ctx, bench)
-    if reason:
+    shape, reason = drafted_shape(records, _not_probed_because(ctx, bench))
+    if shape is None:
         return None, reason
+    cap, depth = shape
+    return VerifyPlan(
+        argv=tuple(ctx.engine.bench_argv(ctx.build, ctx.model_path, ctx.settings)),
+        widths=(ONE_TOKEN, cap + 1),
+        depth_tokens=depth,
+        repetitions=bench["repetitions"],
+    ), None
+
+
+def drafted_shape(
+    records: list[dict[str, Any]], refused_because: str | None
+) -> tuple[tuple[int, int] | None, str | None]:
+    """A drafted series' draft cap and the depth it decoded at (decode_depth) over its ok shots, to
+    size a probe; else why there is no probe (the reason given, or no ok shot saying one cap)."""
+    if refused_because:
+        return None, refused_because
     ok = [r for r in records if r.get("status") == "ok" and r.get("output_tokens")]
     caps = {r.get("spec_draft_cap_tokens") for r in ok} - {None}
     if not ok or len(caps) != 1:
-        return None, "no ok shot with a known draft cap (spec_draft_cap_tokens) to size the batch"
-    return VerifyPlan(
-        argv=tuple(ctx.engine.bench_argv(ctx.build, ctx.model_path, ctx.settings)),
-        widths=(ONE_TOKEN, int(caps.pop()) + 1),
-        depth_tokens=decode_depth(ok),
-        repetitions=bench["repetitions"],
-    ), None
+        return None, NO_DRAFT_CAP
+    return (int(caps.pop()), decode_depth(ok)), None
 
 
 def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
@@ -68,7 +81,7 @@ def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
 
 def not_probed_because(job: Job) -> str | None:
     """Why a series gets no probe whatever the bench settings (None: it does where the tool runs)."""
-    return "the series drafts nothing" if job.spec_mode == NO_DRAFT else None
+    return DRAFTS_NOTHING if job.spec_mode == NO_DRAFT else None
 
 
 def decode_depth(records: list[dict[str, Any]]) -> int:

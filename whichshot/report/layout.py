@@ -219,17 +219,24 @@ WORKLOADS = TableSpec(
 )  # fmt: skip
 SPEEDUP_MODEL = TableSpec(
     "speedup-model", "Why drafting gains this much here: a cost model", "Why drafting gains",
-    "The same acceptance gives a large speed-up where a batch costs little more than one token, and a small "
-    "one where it costs nearly k+1: compare two machines' verify costs to see why their speed-ups differ. "
-    "Inferred: the prediction rests on this model; \"unexplained\" is what it leaves out (the server's "
-    "sampling of each position, a draft model's own cost, host load).",
+    "A verification step checking k drafts and accepting a of them costs none(k) + a × token(k) one-token "
+    "steps, timed by the server itself right after the drafted series (its verify probe): none(k) is its "
+    "step with no draft accepted (the forward pass over k+1 positions, one sampling), token(k) what each "
+    "accepted token adds (sampling its position on the host, emitting it), from the step with every draft "
+    "accepted. "
+    "Kernel share and per-token share split a verification step between the two: where a forward pass over "
+    "many positions costs little more than one (a GPU, a small model), the per-token share sets the "
+    "speed-up. A probe whose repetitions spread more than the stated factor (verify_probe_spread_limit) "
+    "feeds no prediction. Inferred: the prediction rests on this model; \"unexplained\" is what it leaves "
+    "out (a draft model's own cost, the drafter's lookups, host load).",
     (MODEL, axis("workload", "workload"), axis("text", "text_kind"), axis("protocol", "protocol"), mode(),
      *figures(SPEEDUP_MODEL_COLUMNS)),
-    legend="Predicted speed-up = decoded tokens / (plain steps + verification steps × verify cost), from "
-    "each drafted cell's own counts (engine-reported drafts, accepted tokens and mean accepted length per "
-    "step). Verify cost = t(k+1)/t(1): what a batch of the last token and k drafts costs this engine on this "
-    "machine against one token, timed by llama-bench right after the drafted series, at its depth, with "
-    "every token's logits (as a verification step computes them). Unexplained = measured / predicted - 1.",
+    legend="Predicted = decoded tokens / (plain steps + verification steps × step), from each drafted "
+    "cell's own counts (engine-reported drafts, accepted tokens and mean accepted length per step); step = "
+    "none(k) + a × token(k) one-token steps at the cell's mean draft k and accepted a: the server's own step "
+    "times, with no draft or every draft accepted. Kernel share = none(k) / step, per-token share = a × "
+    "token(k) / step. Verify cost, kernel only = llama-bench's batch of the last token and k drafts over one "
+    "token, no sampling. Unexplained = measured / predicted - 1.",
 )  # fmt: skip
 LOAD = TableSpec(
     "load", "Prefill chunk and parallel streams", "Chunk and streams",

@@ -9,6 +9,7 @@ from whichshot.figures.caveats.ceiling_rules import CEILING_RULES
 from whichshot.figures.caveats.comparison_rules import COMPARISON_RULES
 from whichshot.figures.caveats.drafter_rules import DRAFTER_RULES
 from whichshot.figures.caveats.finding import attach
+from whichshot.figures.caveats.probe_rules import PROBE_RULES
 from whichshot.figures.caveats.run_rules import RUN_RULES
 from whichshot.figures.caveats.stream_rules import STREAM_RULES
 from whichshot.figures.caveats.task_rules import TASK_RULES
@@ -19,12 +20,12 @@ from whichshot.shots.caveat import Finding, ShotsRule
 
 def rules() -> tuple:
     """Every caveat rule: the run's, telemetry's, comparisons', tasks', traces', streams', drafters',
-    ceilings', then each engine kind's own."""
+    ceilings', step-cost probes', then each engine kind's own."""
     engine_rules = tuple(
         _over_shots(rule) for kind in engine_kinds() for rule in load_engine(kind).caveat_rules
     )
     return (*RUN_RULES, *TELEMETRY_RULES, *COMPARISON_RULES, *TASK_RULES, *TRACE_RULES, *STREAM_RULES,
-            *DRAFTER_RULES, *CEILING_RULES, *engine_rules)  # fmt: skip
+            *DRAFTER_RULES, *CEILING_RULES, *PROBE_RULES, *engine_rules)  # fmt: skip
 
 
 def _over_shots(rule: ShotsRule) -> Callable[[Catalog], Finding | None]:

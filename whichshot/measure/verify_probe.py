@@ -1,0 +1,169 @@
+"""What a verification step costs on the server itself (issue 45): each step of a request timed by
+the engine's own clock, at verify widths the drafted series' speed-up depends on.
+
+Why: llama-bench (measure/verify_cost.py) times a batch's forward pass alone. A server's verification
+step also samples every position it checks (a full-vocabulary distribution, on the host), emits every
+token it accepts and runs the drafter. On a GPU a forward step is short and those costs per token are a
+large part of it: a cost model on llama-bench alone over-predicted every drafted cell of
+results/reference/h100/speedup_model.
+
+How: right after a drafted series, in its job (under the measurement lock, on the machine as the
+series left it), two servers start with the series' build, model and settings, their drafting
+replaced by the engine's forced acceptance (Engine.forced_acceptance_args): copy drafts of up to the
+series' draft cap, every draft token accepted (ACCEPT_ALL), or none (ACCEPT_NONE). Each prompt is
+real text (the standard library's documentation, tokenized by the server) to the series' mid-answer
+depth whose last TAIL_BLOCKS x P tokens repeat a block of P distinct tokens: each step then drafts
+P - 1 tokens and verifies P positions (verify width P), and emits P tokens (all accepted) or 1 (none);
+a block of ONE_TOKEN_WIDTH drafts nothing (the one-token step). Each prompt gets a warm-up request and
+`repetitions` timed ones of `steps` decode steps; the server times every step (step_readings) and
+the request stops there. The record keeps every reading, so figures/speedup_model_figures.py derives
+the steps and the cost model from the files. A failure is recorded, never raised: the series' shots
+are the job's product."""
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from whichshot.measure.host_load import HostLoad
+from whichshot.measure.protocol import JobContext
+from whichshot.measure.verify_cost import drafted_shape, not_probed_because
+from whichshot.prepare.corpus import pydoc_topics_text
+from whichshot.shots.axes import ONE_STREAM
+
+ACCEPT_NONE, ACCEPT_ALL = "accept_none", "accept_all"
+ONE_TOKEN_WIDTH = 2  # a block of 2 repeats: the drafter finds no draft of its minimum length
+MIN_WIDTH = 4  # the forced acceptance drafts P - 1 tokens for P of 4 and more (Engine protocol)
+# The block repeats this often at the prompt's end: a small model continues a repeat it has seen
+# four times, so the drafts go on (a step that drafted otherwise is not counted).
+TAIL_BLOCKS = 4
+WARM_UP_STEPS = 2
+TEXT_CHARS_PER_TOKEN = 8  # text tokenized for the prompts: more than enough for their depth
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """The probe of one drafted series: its depth, the draft cap its servers draft up to, the verify
+    widths (block lengths) it times, and how many requests of how many steps."""
+
+    depth_tokens: int
+    draft_cap: int
+    widths: tuple[int, ...]
+    repetitions: int
+    steps: int
+
+    def points(self) -> list[tuple[str, int]]:
+        """(server, width) of every prompt, in the order they run: the one-token step first."""
+        return [(ACCEPT_NONE, ONE_TOKEN_WIDTH), *((ACCEPT_NONE, w) for w in self.widths),
+                *((ACCEPT_ALL, w) for w in self.widths)]  # fmt: skip
+
+    def output_tokens(self, server: str, width: int) -> int:
+        """A request's token budget: its steps and a margin, so that no draft is cut short by the
+        budget's end (the server drafts at most the tokens left - 1)."""
+        per_step = width if server == ACCEPT_ALL else 1
+        return 1 + (self.steps + 2) * per_step + width
+
+
+def probe_plan(
+    ctx: JobContext, records: list[dict[str, Any]], bench: dict[str, Any]
+) -> tuple[ProbePlan | None, str | None]:
+    """The probe's plan for a drafted series that just ran, or why it gets none."""
+    probe = bench.get("verify_probe", {})
+    shape, reason = drafted_shape(records, _not_probed_because(ctx, bench, probe))
+    if shape is None:
+        return None, reason
+    cap, depth = shape
+    widths = sorted({w for w in probe["widths"] if MIN_WIDTH <= w <= cap} | {cap + 1})
+    plan = ProbePlan(depth, cap, tuple(widths), probe["repetitions"], probe["steps"])
+    longest = max(prompt_length(depth, w) + plan.output_tokens(s, w) for s, w in plan.points())
+    if longest > ctx.settings.context_tokens:
+        context = ctx.settings.context_tokens
+        return None, f"its longest request ({longest} tokens) does not fit the context ({context})"
+    return plan, None
+
+
+def _not_probed_because(ctx: JobContext, bench: dict[str, Any], probe: dict[str, Any]) -> str | None:
+    if not bench["enabled"]:
+        return "bench.enabled is false"
+    if not probe.get("enabled", False):
+        return "bench.verify_probe.enabled is false"
+    if drafts_nothing := not_probed_because(ctx.job):
+        return drafts_nothing
+    if ctx.job.parallel_streams != ONE_STREAM:
+        return "the probe times one stream: series of parallel streams are not probed"
+    if probe.get("repeats") is not None and ctx.job.repeat > probe["repeats"]:
+        return f"bench.verify_probe.repeats is {probe['repeats']}: later repeats of the cell are not probed"
+    if ctx.engine.forced_acceptance_args(1, True) is None:
+        return "the engine kind cannot force its drafts' acceptance"
+    return None
+
+
+def verify_probe_step(
+    ctx: JobContext, records: list[dict[str, Any]], bench: dict[str, Any]
+) -> dict[str, Any]:
+    """Plan and run the probe after this series (bench.verify_probe); its record for bench.json
+    either way (`not_run` says why there is none)."""
+    plan, reason = probe_plan(ctx, records, bench)
+    return {"not_run": reason} if plan is None else time_verify_steps(ctx, plan)
+
+
+def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
+    """The probe's plan and every request's readings; an error ends it where it happened (the
+    readings so far are kept)."""
+    record: dict[str, Any] = {"not_run": None, "error": None, **dataclasses.asdict(plan), "servers": {},
+                              "points": [], "threads": ctx.settings.threads, "cpu_count": os.cpu_count(),
+                              "t_start_mono_s": time.monotonic()}  # fmt: skip
+    text_ids: list[int] = []
+    try:
+        for server_name, accept_all in ((ACCEPT_NONE, False), (ACCEPT_ALL, True)):
+            args = ctx.engine.forced_acceptance_args(plan.draft_cap, accept_all)
+            record["servers"][server_name] = {"args": args}
+            settings = dataclasses.replace(ctx.settings, extra_args=tuple(args))
+            log_path = ctx.log_dir / f"verify_probe_{server_name}.log"
+            server = ctx.engine.start(ctx.build, ctx.model_path, settings, log_path)
+            try:
+                text_ids = text_ids or _text_ids(server, plan.depth_tokens)
+                for name, width in plan.points():
+                    if name == server_name:
+                        record["points"].append(_time_point(server, plan, name, width, text_ids, ctx))
+            finally:
+                server.stop()
+    except Exception as exc:  # a probe's failure is told in the report, not raised
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    record["t_end_mono_s"] = time.monotonic()
+    return record
+
+
+def _text_ids(server: Any, depth_tokens: int) -> list[int]:
+    """Token ids of real text, at least as many as the depth (the server's own tokenizer)."""
+    return server.tokenize(pydoc_topics_text()[: TEXT_CHARS_PER_TOKEN * depth_tokens + 4096])
+
+
+def prompt_length(depth_tokens: int, width: int) -> int:
+    """A probe prompt's tokens: the depth, or the repeated block where that is longer."""
+    return max(depth_tokens, TAIL_BLOCKS * width)
+
+
+def probe_prompt(text_ids: list[int], width: int, depth_tokens: int) -> list[int]:
+    """Text to the depth, its last TAIL_BLOCKS x width tokens a block of `width` distinct tokens of
+    the text repeated (the whole prompt where that is longer than the depth)."""
+    tail = list(dict.fromkeys(text_ids))[:width] * TAIL_BLOCKS
+    return text_ids[: max(0, depth_tokens - len(tail))] + tail
+
+
+def _time_point(
+    server: Any, plan: ProbePlan, name: str, width: int, text_ids: list[int], ctx: JobContext
+) -> dict[str, Any]:
+    """A warm-up request and the timed ones on one prompt (the prompt's cache reused after the first),
+    each with the other work the host did meanwhile (host_foreign_cores, as a shot records it)."""
+    prompt = probe_prompt(text_ids, width, plan.depth_tokens)
+    budget = plan.output_tokens(name, width)
+    requests = []
+    for seed, steps in enumerate([WARM_UP_STEPS] + [plan.steps] * plan.repetitions):
+        load = HostLoad(server.process.pid if server.process is not None else None)
+        load.start()
+        reading = server.step_readings(prompt, budget, steps, ctx.shot_timeout_s, seed=seed)
+        requests.append({"warm_up": seed == 0, **reading, **load.stop()})
+    return {"server": name, "width": width, "prompt_tokens": len(prompt), "output_tokens": budget,
+            "requests": requests}  # fmt: skip
