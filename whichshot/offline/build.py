@@ -322,7 +322,10 @@ def _packaged_elsewhere(name: str, spec: dict[str, Any], source_root: Path) -> d
 
 def _link_or_copy(source: Path, target: Path) -> None:
     # Cached models are replaced by rename, never written in place: a hard link is a safe copy.
+    # Two configs may pin one file (the same engine sdist): it is bundled once.
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and target.samefile(source):
+        return
     try:
         os.link(source, target)
     except OSError:

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU references of issues 41 and 45, run on a machine without network from an offline bundle
+# (docs/offline.md) that carries config/gpu-speedup-model.yaml and config/gpu-cold-warm.yaml:
+# install it, then run, each in a fresh copy of the bundle's project folder, the speed-up model's
+# grid and the cold/warm grid twice (the repeat pair tools/repeatability.py compares). Each run's
+# results folder, its snakemake log and its wall time are packed into OUT_DIR/<name>.tar.gz.
+#
+# Usage: tools/gpu_reference_runs.sh BUNDLE_TAR WORK_DIR OUT_DIR CORES [RUN ...]
+#   RUN: speedup, coldwarm_a, coldwarm_b (default: all three, in that order)
+# Start it with setsid and poll WORK_DIR/done; WORK_DIR/progress.log says what ran and how long.
+set -uo pipefail
+bundle=$1 work=$2 out=$3 cores=$4
+shift 4
+runs=("$@")
+[ ${#runs[@]} -gt 0 ] || runs=(speedup coldwarm_a coldwarm_b)
+mkdir -p "$work" "$out"
+log=$work/progress.log
+say() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+
+if [ ! -x "$work/venv/bin/snakemake" ]; then
+    say "unpacking and installing $bundle"
+    tar xf "$bundle" -C "$work" || { say "tar failed"; touch "$work/done"; exit 1; }
+    python3 "$work/whichshot-bundle/install.py" --venv "$work/venv" --cache "$work/cache" --cores "$cores" \
+        >"$work/install.log" 2>&1 || { say "install failed"; tail -20 "$work/install.log" | tee -a "$log"; touch "$work/done"; exit 1; }
+fi
+
+config_of() {
+    case $1 in
+        speedup) echo gpu-speedup-model ;;
+        coldwarm_*) echo gpu-cold-warm ;;
+    esac
+}
+
+for run in "${runs[@]}"; do
+    config=$(config_of "$run")
+    # The installer printed one command per config; run it in this run's own copy of the project.
+    command=$(grep -F -- "--configfile ../configs/$config.yaml" "$work/install.log" | head -1)
+    [ -n "$command" ] || { say "$run: no command for $config in install.log"; continue; }
+    rm -rf "$work/$run" && cp -r "$work/whichshot-bundle/project" "$work/$run"
+    ln -sfn "$work/whichshot-bundle/configs" "$work/configs"
+    command="cd $work/$run && ${command#*&& }"
+    say "$run: start ($config)"
+    start=$(date +%s)
+    bash -c "$command" >"$work/$run/snakemake.log" 2>&1
+    status=$?
+    seconds=$(( $(date +%s) - start ))
+    say "$run: exit $status after $seconds s"
+    echo "$seconds" >"$work/$run/results/wall_s.txt" 2>/dev/null
+    cp "$work/$run/snakemake.log" "$work/$run/results/" 2>/dev/null
+    tar czf "$out/$run.tar.gz" -C "$work/$run" --exclude='results/telemetry/*' results 2>/dev/null \
+        || say "$run: nothing to pack"
+done
+touch "$work/done"
