@@ -95,6 +95,20 @@ def test_the_bench_settings_reach_only_the_series_a_tool_runs_beside():
     assert changed == kinds["warm grid"]  # the series the peer is set against
 
 
+def test_the_verify_probe_settings_reach_the_drafted_series_alone():
+    # A plan without them ran no probe in the pipeline (and an undrafted series failed reading them).
+    base = _base()
+    kinds, plans = _kinds(base), _plans(base)
+    assert all(plans[job]["bench"]["verify_probe"]["enabled"] for job in kinds["drafted"])
+    assert not any("verify_probe" in plans[job]["bench"] for job in kinds["all"] - kinds["drafted"])
+    widths = lambda config: config["bench"]["verify_probe"].update(widths=[8])  # noqa: E731
+    assert _remeasured(widths, base) == (kinds["drafted"], set())
+    off = copy.deepcopy(base)
+    off["bench"]["verify_probe"]["enabled"] = False
+    assert all(_plans(off)[job]["bench"]["verify_probe"] == {"enabled": False} for job in kinds["drafted"])
+    assert _remeasured(widths, off) == (set(), set())
+
+
 def test_an_output_budget_re_measures_exactly_the_series_it_bounds():
     kinds = _kinds(_base())
     assert _remeasured(_set("protocol", "output_tokens", 12)) == (kinds["grid"], set())

@@ -77,10 +77,14 @@ def bench_settings(job: Job, bench: dict[str, Any], has_bench: bool) -> dict[str
     nothing of it, and the repetitions only matter where the tool runs."""
     bracketed = not_comparable_because(job, "llama-bench") is None  # the peer is set against these too
     settings: dict[str, Any] = {}
-    if bracketed or not_probed_because(job) is None:
+    drafted = not_probed_because(job) is None  # the verify-cost and verify probes' series
+    if bracketed or drafted:
         settings["enabled"] = bench["enabled"]
         if bench["enabled"] and has_bench:
             settings["repetitions"] = bench["repetitions"]
+    if drafted:
+        probe = bench["verify_probe"]
+        settings["verify_probe"] = probe if bench["enabled"] and probe["enabled"] else {"enabled": False}
     if bracketed:
         peer = bench["peer_client"]
         settings["peer_client"] = peer if peer["enabled"] else {"enabled": False}

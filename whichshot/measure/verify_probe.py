@@ -84,12 +84,12 @@ def probe_plan(
 
 
 def _not_probed_because(ctx: JobContext, bench: dict[str, Any], probe: dict[str, Any]) -> str | None:
+    if drafts_nothing := not_probed_because(ctx.job):
+        return drafts_nothing  # a plan gives such a series no bench settings to read
     if not bench["enabled"]:
         return "bench.enabled is false"
     if not probe.get("enabled", False):
         return "bench.verify_probe.enabled is false"
-    if drafts_nothing := not_probed_because(ctx.job):
-        return drafts_nothing
     if ctx.job.parallel_streams != ONE_STREAM:
         return "the probe times one stream: series of parallel streams are not probed"
     if probe.get("repeats") is not None and ctx.job.repeat > probe["repeats"]:
