@@ -39,7 +39,7 @@ DEFAULT = config_shapes(config_as_run(ROOT / "config" / "config.yaml"))
 
 def test_the_default_config_gives_its_cold_warm_and_speedup_comparisons_a_verdict():
     # three cold processes against three warm series; two processes a side for the speed-ups
-    assert Shape(3, 1, 3, 4) in DEFAULT and Shape(2, 1, 2, 1) in DEFAULT
+    assert Shape(3, 1, 3, 3) in DEFAULT and Shape(2, 1, 2, 1) in DEFAULT
 
 
 @pytest.mark.parametrize("shape", SHIPPED, ids=str)
@@ -59,9 +59,9 @@ def test_of_a_difference_outside_the_margin_it_says_same_at_most_5_percent_of_th
 
 
 def test_at_the_default_cold_warm_shape_a_true_10_percent_effect_is_found():
-    rates = verdict_rates(Shape(3, 1, 3, 4), SPREADS[0], effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
-    assert rates["differs"] >= 0.85, rates  # 0.868 with this seed (tools/verdict_rates.py)
-    noisy = verdict_rates(Shape(3, 1, 3, 4), SPREADS[2], effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
+    rates = verdict_rates(Shape(3, 1, 3, 3), SPREADS[0], effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
+    assert rates["differs"] >= 0.85, rates  # 0.8625 in tools/verdict_rates.py
+    noisy = verdict_rates(Shape(3, 1, 3, 3), SPREADS[2], effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
     assert noisy["differs"] < rates["differs"]  # a noisier host finds it less often (about a third)
 
 

@@ -45,7 +45,18 @@ def tool_unavailable(bench: dict[str, Any], has_bench: bool) -> str | None:
 def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str | None:
     """Why this series gets no llama-bench brackets (None: it gets them). A series the tool does not
     compare with is asked nothing of the bench settings (measure.plan gives it none)."""
-    return not_comparable_because(job, "llama-bench") or tool_unavailable(bench, has_bench)
+    return (
+        not_comparable_because(job, "llama-bench")
+        or tool_unavailable(bench, has_bench)
+        or later_repeat_because(job, bench)
+    )
+
+
+def later_repeat_because(job: Job, bench: dict[str, Any]) -> str | None:
+    """Why a later repeat of a cell runs no benchmark tool (bench.repeats: the first repeats alone)."""
+    if bench.get("repeats") is not None and job.repeat > bench["repeats"]:
+        return f"bench.repeats is {bench['repeats']}: later repeats of the cell run no benchmark tool"
+    return None
 
 
 def not_comparable_because(job: Job, tool: str) -> str | None:

@@ -82,6 +82,7 @@ def bench_settings(job: Job, bench: dict[str, Any], has_bench: bool) -> dict[str
         settings["enabled"] = bench["enabled"]
         if bench["enabled"] and has_bench:
             settings["repetitions"] = bench["repetitions"]
+            settings["repeats"] = bench["repeats"]
     if drafted:
         probe = bench["verify_probe"]
         settings["verify_probe"] = probe if bench["enabled"] and probe["enabled"] else {"enabled": False}

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from whichshot.measure.bench import run_bench, tool_unavailable
+from whichshot.measure.bench import later_repeat_because, run_bench, tool_unavailable
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.shots.axes import NO_DRAFT
@@ -76,7 +76,11 @@ def drafted_shape(
 
 
 def _not_probed_because(ctx: JobContext, bench: dict[str, Any]) -> str | None:
-    return not_probed_because(ctx.job) or tool_unavailable(bench, ctx.engine.has_bench)
+    return (
+        not_probed_because(ctx.job)
+        or tool_unavailable(bench, ctx.engine.has_bench)
+        or later_repeat_because(ctx.job, bench)
+    )
 
 
 def not_probed_because(job: Job) -> str | None:
