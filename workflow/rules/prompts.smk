@@ -70,5 +70,7 @@ rule series_prompts:
         source=PROMPTS_SOURCE_PATTERN,
         entries=r"[A-Za-z0-9_-]+",
         content_id=CONTENT_ID_PATTERN,
-    run:
-        write_series_prompts(Path(input[0]), Path(output[0]))
+    conda:
+        ENV
+    script:
+        "../scripts/series_prompts.py"
