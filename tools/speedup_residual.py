@@ -34,6 +34,7 @@ from whichshot.shots.upgrade import read_shots  # noqa: E402
 
 TARGET = 0.2  # issue 45: predicted within 20 % of measured in every drafted cell
 SERVER_MODEL, KERNEL_ONLY = "server steps", "kernel only (llama-bench), as committed"
+NO_PREDICTION = "none: its probe spread beyond the limit (verify_probe_unsteady)"
 COLUMNS = ["workload", "text_kind", "spec_mode", "acceptance_pct", "mean_len", "measured", "predicted",
            "residual_pct", "kernel_share_pct", "token_share_pct", "model"]  # fmt: skip
 
@@ -51,8 +52,10 @@ def residual_table(run_dir: Path) -> pd.DataFrame:
         now = current.get(cell_id, {})
         if PREDICTED_SPEEDUP in now and now[PREDICTED_SPEEDUP] is not None:
             values, model = now, SERVER_MODEL
-        elif PREDICTED_SPEEDUP in by_metric.index:
+        elif PREDICTED_SPEEDUP in by_metric.index and pd.notna(by_metric.loc[PREDICTED_SPEEDUP, "value"]):
             values, model = by_metric["value"].to_dict(), KERNEL_ONLY
+        elif PREDICTED_SPEEDUP in now:
+            values, model = now, NO_PREDICTION
         else:
             continue
         rows.append(_row(by_metric.iloc[0], by_metric["value"].to_dict(), values, model))
@@ -70,7 +73,7 @@ def _row(head: pd.Series, committed: dict, values: dict, model: str) -> dict:
         "acceptance_pct": pct(committed.get("acceptance_rate")),
         "mean_len": committed.get("engine_draft_mean_len"),
         "measured": round(values[SPEEDUP_METRIC], 3),
-        "predicted": round(values[PREDICTED_SPEEDUP], 3),
+        "predicted": None if values[PREDICTED_SPEEDUP] is None else round(values[PREDICTED_SPEEDUP], 3),
         "residual_pct": pct(values[PREDICTION_RESIDUAL]),
         "kernel_share_pct": pct(values.get(KERNEL_SHARE)),
         "token_share_pct": pct(values.get(ACCEPTED_SHARE)),
@@ -117,7 +120,11 @@ def summary(table: pd.DataFrame) -> list[str]:
     for model, rows in table.groupby("model", sort=False):
         off = [abs(r) for r in rows["residual_pct"].dropna()]
         within = sum(r <= 100 * TARGET for r in off)
-        spread = f"|residual| median {statistics.median(off):.1f} %, largest {max(off):.1f} %"
+        spread = (
+            f"|residual| median {statistics.median(off):.1f} %, largest {max(off):.1f} %"
+            if off
+            else "no prediction (a probe whose repetitions spread beyond its limit feeds none)"
+        )
         target = f"within {100 * TARGET:.0f} %: {within} of {len(rows)}"
         lines.append(f"{model}: {len(rows)} drafted cells; {spread}; {target}")
     return lines
@@ -131,7 +138,7 @@ def main(run_dirs: list[Path]) -> None:
         print()
         for line in summary(table):
             print(line)
-        if KERNEL_ONLY in set(table["model"]):
+        if set(table["model"]) == {KERNEL_ONLY}:
             total, agree = committed_predictions_recompute(run_dir)
             print(f"no server verify probe in this run; committed predictions that recompute from "
                   f"shots.parquet and the figures they cite: {agree} of {total}")  # fmt: skip
