@@ -119,7 +119,7 @@ def test_rules_run_package_scripts_never_shell_commands():
     for name, source in text.items():
         assert not re.search(r"^\s*(shell|run):", source, re.MULTILINE), f"{name} has a shell:/run: rule"
         assert "subprocess" not in source and "os.system" not in source, name
-    rules = sum(len(re.findall(r"^rule \w+:", s, re.MULTILINE)) for s in text.values())
+    rules = sum(len(re.findall(r"^(?:rule|checkpoint) \w+:", s, re.MULTILINE)) for s in text.values())
     scripts = sum(len(re.findall(r"^\s+script:", s, re.MULTILINE)) for s in text.values())
     targets = sum(len(re.findall(r"^rule (all|claims_check):", s, re.MULTILINE)) for s in text.values())
     assert targets == 2 and rules == scripts + targets  # every rule but the two targets runs a script

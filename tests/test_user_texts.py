@@ -87,7 +87,7 @@ def test_the_config_takes_a_user_corpus_and_workload_texts_and_needs_their_pins(
         check_config(config)
 
 
-# Real text long enough for every use the shipped config makes of it (1024-token prompts, a needle).
+# Real text long enough for every use the shipped config makes of it (512-token prompts, a needle).
 PYDOC_PARAGRAPHS = "\n\n".join(text for _title, text in pydoc_sections()[:40]) + "\n"
 SEED_000 = Path("/work/shared/seeds/000_25a218ea045f421c.txt")
 
@@ -159,8 +159,8 @@ def test_a_corpus_too_short_for_the_longest_prompt_is_refused(tmp_path):
     with pytest.raises(WhichshotError) as refused:
         check_config(with_texts(tmp_path, "corpus", b"A few words of text.\n"))
     assert str(refused.value) == (
-        f"prompts.corpus: {tmp_path / 'mine.txt'} is 20 bytes of UTF-8, fewer than 2045 tokens in any "
-        "tokenizer; the 1024-token prompts are cut at its start and its middle and need at least 2045: give "
+        f"prompts.corpus: {tmp_path / 'mine.txt'} is 20 bytes of UTF-8, fewer than 1021 tokens in any "
+        "tokenizer; the 512-token prompts are cut at its start and its middle and need at least 1021: give "
         "more text or shorter prompts.lengths"
     )
 
