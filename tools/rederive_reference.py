@@ -52,11 +52,10 @@ def main(run_dir: Path, run_id: str | None = None, whole_report: bool = True) ->
     hardware = probe_files(run_dir)
     traffic = sorted(run_dir.glob("traffic/*.json"))
     after = sorted(run_dir.glob("hardware/after/*.json"))  # the engine kernels' pass after the grid
-    config = _config(run_dir)
-    write_figures_from_files(paths["shots"], bench, _statistic(config, "warm_fraction"), paths["figures"],
+    write_figures_from_files(paths["shots"], bench, run_statistic(run_dir, "warm_fraction"), paths["figures"],
                              paths["caveats"], hardware, traffic, after,
-                             verdict_margin=_statistic(config, "verdict_margin"))  # fmt: skip
-    claims = [REPO / path for path in config.get("claims", [])]
+                             verdict_margin=run_statistic(run_dir, "verdict_margin"))  # fmt: skip
+    claims = [REPO / path for path in _config(run_dir).get("claims", [])]
     if claims:
         paths["claims"] = run_dir / "claims.parquet"
         write_verdicts(verdicts(claims, paths["figures"], paths["shots"], hardware), paths["claims"])
@@ -69,9 +68,10 @@ def _config(run_dir: Path) -> dict:
     return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
 
 
-def _statistic(config: dict, key: str) -> float:
-    """A protocol statistic as the run set it, else the config schema's default."""
-    value = (config.get("protocol") or {}).get(key)
+def run_statistic(run_dir: Path, key: str) -> float:
+    """A protocol statistic (warm_fraction, verdict_margin) as the run's config.yaml set it, else the
+    config schema's default."""
+    value = (_config(run_dir).get("protocol") or {}).get(key)
     return config_default("protocol", key) if value is None else value
 
 

@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rederive_reference import run_statistic  # noqa: E402  (tools/, this script's folder)
 
 from whichshot.figures.aggregations import recompute  # noqa: E402
 from whichshot.figures.speedup_model_figures import (  # noqa: E402
@@ -84,17 +85,13 @@ def _row(head: pd.Series, committed: dict, values: dict, model: str) -> dict:
 def _rederived(run_dir: Path) -> dict[str, dict[str, float | None]]:
     """cell id -> metric -> value of this checkout's figures from the run's shots and bench files."""
     bench = [json.loads(p.read_text()) for p in sorted(run_dir.glob("bench/*.json"))]
-    figures, _caveats = compute_figures(read_shots(run_dir / "shots.parquet"), bench, _warm_fraction(run_dir))
+    figures, _caveats = compute_figures(
+        read_shots(run_dir / "shots.parquet"), bench, run_statistic(run_dir, "warm_fraction")
+    )
     found: dict[str, dict[str, float | None]] = {}
     for f in figures:
         found.setdefault(f.cell_id, {})[f.metric] = f.value
     return found
-
-
-def _warm_fraction(run_dir: Path) -> float:
-    config = run_dir / "config.yaml"
-    settings = yaml.safe_load(config.read_text()) if config.is_file() else {}
-    return (settings or {}).get("protocol", {}).get("warm_fraction", 0.7)
 
 
 def committed_predictions_recompute(run_dir: Path) -> tuple[int, int]:

@@ -54,8 +54,14 @@ def not_benched_because(job: Job, bench: dict[str, Any], has_bench: bool) -> str
 
 def later_repeat_because(job: Job, bench: dict[str, Any]) -> str | None:
     """Why a later repeat of a cell runs no benchmark tool (bench.repeats: the first repeats alone)."""
-    if bench.get("repeats") is not None and job.repeat > bench["repeats"]:
-        return f"bench.repeats is {bench['repeats']}: later repeats of the cell run no benchmark tool"
+    return repeat_left_out_because(job, bench, "bench", "run no benchmark tool")
+
+
+def repeat_left_out_because(job: Job, settings: dict[str, Any], section: str, consequence: str) -> str | None:
+    """Why a later repeat of a cell goes without a tool whose section's `repeats` keeps it to the
+    first repeats (bench.repeats, bench.verify_probe.repeats; None: this repeat gets it)."""
+    if settings.get("repeats") is not None and job.repeat > settings["repeats"]:
+        return f"{section}.repeats is {settings['repeats']}: later repeats of the cell {consequence}"
     return None
 
 

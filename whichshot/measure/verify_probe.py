@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from whichshot.measure.bench import repeat_left_out_because
 from whichshot.measure.host_load import HostLoad
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.verify_cost import drafted_shape, not_probed_because
@@ -92,8 +93,8 @@ def _not_probed_because(ctx: JobContext, bench: dict[str, Any], probe: dict[str,
         return "bench.verify_probe.enabled is false"
     if ctx.job.parallel_streams != ONE_STREAM:
         return "the probe times one stream: series of parallel streams are not probed"
-    if probe.get("repeats") is not None and ctx.job.repeat > probe["repeats"]:
-        return f"bench.verify_probe.repeats is {probe['repeats']}: later repeats of the cell are not probed"
+    if later := repeat_left_out_because(ctx.job, probe, "bench.verify_probe", "are not probed"):
+        return later
     if ctx.engine.forced_acceptance_args(1, True) is None:
         return "the engine kind cannot force its drafts' acceptance"
     return None
