@@ -6,6 +6,21 @@ from tests.pipeline import engine_processes, filled_config, load_config, run_pip
 from whichshot.cache import cache_root
 from whichshot.engine import load_engine
 
+# Fixtures that build or start a real engine: a test that takes one is end-to-end whether or not its
+# file says so, and the fast loop (`pytest -m "not e2e"`, docs/layout.md) leaves it out.
+ENGINE_FIXTURES = frozenset({
+    "llama_server_binary", "model_path", "smoke_run",  # tests/test_engine_openai.py, this file
+    "probed",  # tests/test_verify_probe.py: the verify probe on the real llama-server
+    "series_and_peer",  # tests/test_peer_client.py: a real series and the peer's client
+})  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the marker must be there to be read
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def engine_built(request):
@@ -24,8 +39,8 @@ def engine_built(request):
 def smoke_run(tmp_path_factory):
     """One real end-to-end run of the smoke grid (builds llama.cpp once; cached across runs)."""
     workdir = tmp_path_factory.mktemp("smoke")
-    before = {p.pid for p in engine_processes()}
+    before = {p.pid for p in engine_processes(workdir)}
     result = run_pipeline(workdir, load_config("smoke"))
     assert result.returncode == 0, result.stderr[-4000:]
-    leftover = [p for p in engine_processes() if p.pid not in before]
+    leftover = [p for p in engine_processes(workdir) if p.pid not in before]
     return {"workdir": workdir, "result": result, "leftover_engines": leftover}

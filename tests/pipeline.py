@@ -48,14 +48,23 @@ def run_pipeline(
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
 
 
-def engine_processes() -> list[psutil.Process]:
-    """Every llama-server process on this machine."""
+def engine_processes(workdir: Path | None = None) -> list[psutil.Process]:
+    """Every llama-server process on this machine; with `workdir`, only those whose log files lie
+    under it (the pipeline redirects a server's output there), so that another session's servers on a
+    shared machine are never taken for this run's orphans."""
     found = []
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmdline = proc.info["cmdline"] or []
         if proc.info["name"] == "llama-server" or (cmdline and cmdline[0].endswith("llama-server")):
             found.append(proc)
-    return found
+    return found if workdir is None else [proc for proc in found if _writes_under(proc, workdir)]
+
+
+def _writes_under(proc: psutil.Process, workdir: Path) -> bool:
+    try:
+        return any(Path(f.path).is_relative_to(workdir) for f in proc.open_files())
+    except psutil.Error:  # gone since it was listed, or not ours to inspect
+        return False
 
 
 def sigint_as_in_a_terminal() -> None:

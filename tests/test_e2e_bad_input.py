@@ -53,10 +53,10 @@ def test_port_in_use_is_reported(tmp_path):
 
 
 def test_engine_never_ready_times_out_with_its_log(tmp_path):
-    before = {p.pid for p in engine_processes()}
+    before = {p.pid for p in engine_processes(tmp_path)}
     config = load_config("smoke")
     config["server"]["ready_timeout_s"] = 0.05
     result = run_pipeline(tmp_path / "w", config)
     assert result.returncode != 0
     assert any("engine not ready after" in line for line in _error_lines(result))
-    assert [p for p in engine_processes() if p.pid not in before] == []
+    assert [p for p in engine_processes(tmp_path) if p.pid not in before] == []

@@ -43,7 +43,7 @@ def _wait_for_shots(partial, count, timeout_s=1200):
 
 
 def test_ctrl_c_keeps_finished_shots_and_leaves_no_engine(tmp_path):
-    before = {p.pid for p in engine_processes()}
+    before = {p.pid for p in engine_processes(tmp_path)}
     config = _interrupt_config()
     job = "llama_cpp.smollm2_135m.p64.warm-rest1p5s-pre0s.ctx512.same.rep1"
     shots_dir = tmp_path / "results" / "shots"
@@ -53,7 +53,7 @@ def test_ctrl_c_keeps_finished_shots_and_leaves_no_engine(tmp_path):
     os.killpg(snakemake.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     snakemake.wait(120)
     time.sleep(1)
-    assert [p for p in engine_processes() if p.pid not in before] == []
+    assert [p for p in engine_processes(tmp_path) if p.pid not in before] == []
     assert not (shots_dir / f"{job}.jsonl").exists()
     kept = [json.loads(line) for line in partial.read_text().splitlines()]
     assert 1 <= len(kept) < 4

@@ -8,6 +8,7 @@ import pickle
 import random
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, core, given, seed, settings
 from hypothesis import strategies as st
 
@@ -160,6 +161,7 @@ def figures_of(shots: pd.DataFrame) -> tuple:
 @PROPERTIES
 @SHARED_SEED
 @given(shot_tables())
+@pytest.mark.e2e  # tens of seconds: every figure recomputed
 def test_every_value_is_recomputed_from_exactly_what_the_figure_cites(shots):
     figures, _caveats = figures_of(shots)
     rows = {f.figure_id: f.as_row() for f in figures}

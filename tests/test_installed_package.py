@@ -6,6 +6,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from tests.pipeline import REPO
 
 SCRIPT = """
@@ -39,6 +41,7 @@ def source_copy(destination):
     return destination
 
 
+@pytest.mark.e2e  # builds a wheel with pip
 def test_a_built_wheel_carries_its_schemas_template_and_captions(tmp_path):
     source = source_copy(tmp_path / "source")
     built = subprocess.run(

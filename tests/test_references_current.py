@@ -7,7 +7,12 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
+import pytest
+
 from tests.pipeline import REPO
+
+# Minutes of pandas: every committed reference derived again (the full suite runs it).
+pytestmark = pytest.mark.e2e
 
 sys.path.insert(0, str(REPO / "tools"))
 try:

@@ -287,6 +287,7 @@ def test_an_attempts_samples_are_tagged_with_its_own_shots_only(tmp_path, echo):
     assert {f"{job.job_id}/shot2", f"{job.job_id}/shot3"} <= tagged
 
 
+@pytest.mark.e2e  # a minute: a real kill and rerun
 def test_a_kill_after_the_last_shot_keeps_the_series_for_the_rerun(tmp_path, echo, monkeypatch):
     """Ctrl-C in the after-bracket (or a full disk for bench.json): nothing has its final name yet,
     so Snakemake deletes nothing finished, and the rerun keeps every shot as it was."""

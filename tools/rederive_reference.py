@@ -16,6 +16,8 @@ hardware/probe*.json and traffic/*.json (then the ceilings too) and config.yaml 
 (then the claims' verdicts too). RUN_ID defaults to the shots' own run_id.
 """
 
+import math
+import numbers
 import shutil
 import sys
 import tempfile
@@ -35,6 +37,11 @@ REPO = Path(__file__).resolve().parent.parent
 REFERENCES = REPO / "results" / "reference"
 # What a check compares: the tables' rows by their id, and the summary's text.
 COMPARED = {"figures.parquet": "figure_id", "caveats.parquet": "caveat_id"}
+# Floats agree within this relative tolerance: numpy's vectorised loops may differ in the last bit
+# between processors and versions (issue 48: 1.8727546713893215 vs ...217 on another machine), and a
+# check of the arithmetic must not be a check of the machine. Integers and texts must match exactly.
+RELATIVE_TOLERANCE = 1e-9
+ABSOLUTE_TOLERANCE = 1e-12  # for figures that are 0 on one side and a rounding residue on the other
 SUMMARY = Path("report") / "summary.md"
 
 
@@ -102,7 +109,7 @@ def _table_differences(committed: Path, fresh: Path, name: str, key: str) -> lis
     lines = [f"{name}: {k} only in the fresh derivation" for k in sorted(new.keys() - old.keys())]
     lines += [f"{name}: {k} only in the committed table" for k in sorted(old.keys() - new.keys())]
     for k in sorted(old.keys() & new.keys()):
-        changed = [column for column in new[k] if _text(old[k].get(column)) != _text(new[k][column])]
+        changed = [column for column in new[k] if not values_agree(old[k].get(column), new[k][column])]
         lines += [f"{name}: {k} {column}: {old[k].get(column)!r} -> {new[k][column]!r}" for column in changed]
     return lines
 
@@ -111,6 +118,27 @@ def _rows(path: Path, key: str) -> dict[str, dict]:
     if not path.is_file():
         return {}
     return {row[key]: row for row in pd.read_parquet(path).to_dict("records")}
+
+
+def values_agree(old, new) -> bool:
+    """Two cells agree: floats within RELATIVE_TOLERANCE, arrays element by element, the rest as text."""
+    if _is_float(old) and _is_float(new):
+        if math.isnan(old) or math.isnan(new):
+            return math.isnan(old) and math.isnan(new)
+        return math.isclose(old, new, rel_tol=RELATIVE_TOLERANCE, abs_tol=ABSOLUTE_TOLERANCE)
+    if isinstance(old, numbers.Integral) and isinstance(new, numbers.Integral):
+        return int(old) == int(new)
+    if _is_sequence(old) and _is_sequence(new):
+        return len(old) == len(new) and all(values_agree(a, b) for a, b in zip(old, new, strict=True))
+    return _text(old) == _text(new)
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral | bool)
+
+
+def _is_sequence(value) -> bool:
+    return hasattr(value, "__len__") and not isinstance(value, str | bytes | dict)
 
 
 def _text(value) -> str:

@@ -192,7 +192,8 @@ def _check_placement(config: dict[str, Any]) -> None:
 
 
 def _check_section_models(config: dict[str, Any]) -> None:
-    """protocol.models and workloads.models name measured models of this config."""
+    """protocol.models and workloads.models name measured models of this config; protocol.engines
+    and workloads.engines name its engines."""
     models = config["models"]
     for section in ("protocol", "workloads"):
         for name in config[section]["models"]:
@@ -200,6 +201,9 @@ def _check_section_models(config: dict[str, Any]) -> None:
                 raise WhichshotError(
                     f"invalid config: {section}.models: {name!r} is not a measured model in models"
                 )
+        for name in config[section]["engines"]:
+            if name not in config["engines"]:
+                raise WhichshotError(f"invalid config: {section}.engines: {name!r} is not an engine in engines")
 
 
 def _with_claimed_cells(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
     """The full product of the axes, in a stable order (config order on every axis)."""
     protocol = config["protocol"]
     axes = itertools.product(
-        config["engines"],
+        protocol_engines(config),
         protocol_models(config),
         config["prompts"]["lengths"],
         _series_kinds(protocol),
@@ -185,6 +185,16 @@ def _runnable(config: dict[str, Any]) -> Callable[[str, dict[str, Any]], bool]:
 def measured_models(config: dict[str, Any]) -> list[str]:
     """Models in the grid (a donor-only model has measure: false)."""
     return [name for name, spec in config["models"].items() if spec["measure"]]
+
+
+def protocol_engines(config: dict[str, Any]) -> list[str]:
+    """Engines that run the protocol grid."""
+    return config["protocol"]["engines"] or list(config["engines"])
+
+
+def workload_engines(config: dict[str, Any]) -> list[str]:
+    """Engines that run the workloads and the traces."""
+    return config["workloads"]["engines"] or list(config["engines"])
 
 
 def protocol_models(config: dict[str, Any]) -> list[str]:
@@ -244,7 +254,7 @@ def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> lis
     protocol = workload_protocol(config)
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     modes = config["spec_modes"]
-    axes = itertools.product(config["engines"], models, items, modes, shapes, protocol["engine_warmup"],
+    axes = itertools.product(workload_engines(config), models, items, modes, shapes, protocol["engine_warmup"],
                              range(1, protocol["repeats"] + 1))  # fmt: skip
     runs = _runnable(config)
     # A mode without settings for an engine's kind is skipped there, never run as no drafting.
