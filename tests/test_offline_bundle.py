@@ -186,6 +186,37 @@ def test_a_crafted_tar_is_refused_before_anything_is_written(tmp_path, monkeypat
 
 
 @FILTERS
+def test_a_tar_made_inside_the_bundle_folder_unpacks_below_a_folder_named_after_it(tmp_path, monkeypatch, filters):
+    """`tar cf x.tar .` run inside the bundle: a "." member and the files at the top, once an IndexError."""
+    without_filters(monkeypatch, filters)
+    root = small_bundle(tmp_path / "b")
+    (root / "sub").mkdir()
+    (root / "sub" / "data.txt").write_text("x")
+    write_manifest(root)
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    if shutil.which("tar"):
+        subprocess.run(["tar", "cf", str(shelf / "x.tar"), "."], cwd=root, check=True)
+    else:
+        with tarfile.open(shelf / "x.tar", "w") as archive:
+            archive.add(root, arcname=".")
+    assert "." in {m.name.rstrip("/") for m in tarfile.open(shelf / "x.tar").getmembers()}
+    assert installer.unpacked(shelf / "x.tar") == shelf / "x"
+    assert (shelf / "x" / "sub" / "data.txt").read_text() == "x" and installer.verify(shelf / "x") == []
+
+
+def test_a_dot_tar_without_a_manifest_is_refused_in_one_line(tmp_path):
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "a.txt").write_text("a")
+    (tmp_path / "loose" / "b.txt").write_text("b")
+    with tarfile.open(tmp_path / "x.tar", "w") as archive:
+        archive.add(tmp_path / "loose", arcname=".")
+    with pytest.raises(installer.BundleError, match="one top folder") as refused:
+        installer.unpacked(tmp_path / "x.tar")
+    assert "\n" not in str(refused.value)
+
+
+@FILTERS
 def test_a_tar_is_checked_against_its_manifest_before_it_takes_its_place(tmp_path, monkeypatch, filters):
     without_filters(monkeypatch, filters)
     root = small_bundle(tmp_path / "b")
