@@ -186,7 +186,7 @@ def test_a_crafted_tar_is_refused_before_anything_is_written(tmp_path, monkeypat
 
 
 @FILTERS
-def test_a_tar_made_inside_the_bundle_folder_unpacks_below_a_folder_named_after_it(tmp_path, monkeypatch, filters):
+def test_a_tar_made_inside_the_bundle_unpacks_below_a_folder_named_after_it(tmp_path, monkeypatch, filters):
     """`tar cf x.tar .` run inside the bundle: a "." member and the files at the top, once an IndexError."""
     without_filters(monkeypatch, filters)
     root = small_bundle(tmp_path / "b")
@@ -200,7 +200,8 @@ def test_a_tar_made_inside_the_bundle_folder_unpacks_below_a_folder_named_after_
     else:
         with tarfile.open(shelf / "x.tar", "w") as archive:
             archive.add(root, arcname=".")
-    assert "." in {m.name.rstrip("/") for m in tarfile.open(shelf / "x.tar").getmembers()}
+    with tarfile.open(shelf / "x.tar") as archive:
+        assert "." in {m.name.rstrip("/") for m in archive.getmembers()}
     assert installer.unpacked(shelf / "x.tar") == shelf / "x"
     assert (shelf / "x" / "sub" / "data.txt").read_text() == "x" and installer.verify(shelf / "x") == []
 

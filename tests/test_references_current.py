@@ -44,4 +44,6 @@ def test_the_tool_answers_help_and_names_a_folder_without_shots(tmp_path):
     assert helped.returncode == 0 and "--check" in helped.stdout and "Traceback" not in helped.stderr
     missing = subprocess.run([*tool, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    assert missing.stderr.strip() == f"{tmp_path}: no shots.parquet there (RUN_DIR is a finished run's folder)"
+    assert missing.stderr.strip() == (
+        f"{tmp_path}: no shots.parquet there (RUN_DIR is a finished run's folder)"
+    )

@@ -156,7 +156,7 @@ def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--all", action="store_true", help="re-derive every committed reference in place")
-    what.add_argument("--check", action="store_true", help="list differences instead of writing; exit 1 if any")
+    what.add_argument("--check", action="store_true", help="list differences, write nothing; exit 1 if any")
     parser.add_argument("paths", nargs="*", metavar="RUN_DIR [RUN_ID]", help="a run folder (and its run id)")
     args = parser.parse_args(argv)
     if args.all and args.paths:
