@@ -216,6 +216,38 @@ def test_a_restart_between_shots_makes_the_next_shot_shot_one(
     assert marks[0].startswith("Process-Start-Time-Unix ") and marks[0] != marks[1] == marks[2]
 
 
+# -- a server that wants an API key ----------------------------------------------------------------
+
+API_KEY = "sk-whichshot-test-7f3a91c2"  # what a user's server was started with (--api-key)
+
+
+def test_a_server_with_an_api_key_is_measured_and_the_key_is_written_nowhere(
+    llama_server_binary,  # noqa: F811 -- the module fixtures imported above
+    model_path,  # noqa: F811
+    prompt_ids,
+    tmp_path,
+    monkeypatch,
+):
+    monkeypatch.setenv("MY_SERVER_KEY", API_KEY)
+    with users_server(llama_server_binary, model_path, tmp_path, ["--api-key", API_KEY]) as url:
+        without = requests.post(f"{url}/tokenize", json={"content": "x"}, timeout=10)
+        assert without.status_code == 401  # the server does want the key
+        ctx = attached_ctx(tmp_path, url, prompt_ids, shots=2, api_key_env="MY_SERVER_KEY")
+        records = run(ctx)
+        monkeypatch.delenv("MY_SERVER_KEY")
+        with pytest.raises(WhichshotError) as unset:
+            run(attached_ctx(tmp_path / "unset", url, prompt_ids, shots=1, api_key_env="MY_SERVER_KEY"))
+    assert [r["status"] for r in records] == ["ok", "ok"], [r["error"] for r in records]
+    assert ctx.build["server"]["api_key_env"] == "MY_SERVER_KEY"
+    assert str(unset.value) == (
+        "api_key_env names the environment variable MY_SERVER_KEY, which is not set (or empty) here: "
+        "export MY_SERVER_KEY=<the server's API key> before running"
+    )
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    written = [p for p in written if not p.name.startswith("server-")]  # the server's own log, not ours
+    assert written == [] and API_KEY not in repr(records) and API_KEY not in repr(ctx.build)
+
+
 # -- third-party servers: no /tokenize, the chat template, the prompt cache -------------------------
 
 

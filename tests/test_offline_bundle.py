@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.pipeline import REPO
 from whichshot import pypi
@@ -441,3 +442,21 @@ def test_a_vllm_engine_brings_its_wheels_and_the_printed_command_points_pip_ther
     config = {"file": "configs/cpu-vllm.yaml", "local_models": {}}
     command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 2, config, dest)
     assert "PIP_NO_INDEX=1" in command and f"PIP_FIND_LINKS={dest}" in command
+
+
+def test_building_a_bundle_names_the_secrets_its_configs_carry(tmp_path, capsys):
+    config = tmp_path / "mine.yaml"
+    config.write_text(
+        "engines:\n  srv:\n    kind: openai\n"
+        "    argv: [server, --api-key, sk-1, --max-num-batched-tokens, '512']\n"
+        "    env: {HF_TOKEN: hf_x, OMP_NUM_THREADS: '2'}\n  plain: {kind: openai, base_url: 'http://u:p@h:1'}\n"
+    )
+    build.warn_of_secrets(config, yaml.safe_load(config.read_text()))
+    warned = capsys.readouterr().err.strip()
+    assert warned == (
+        f"warning: {config} carries what looks like secrets, copied into the bundle as written: "
+        "engines.srv.argv[2], engines.srv.env.HF_TOKEN, engines.plain.base_url; an attached server's key "
+        "can come from an environment variable instead (api_key_env)"
+    )
+    build.warn_of_secrets(config, {"engines": {"srv": {"kind": "openai", "argv": ["server", "--port", "1"]}}})
+    assert capsys.readouterr().err == ""

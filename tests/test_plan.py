@@ -4,13 +4,17 @@ rule of docs/protocol.md's "What re-measures what" (tests/test_e2e_rerun.py chec
 Snakemake's own plan of a finished run)."""
 
 import copy
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.pipeline import filled_config
+from whichshot.config import check_config, with_defaults
+from whichshot.engine import load_engine
 from whichshot.measure.grid import all_jobs
-from whichshot.measure.plan import series_plan
+from whichshot.measure.plan import PlanNotOfConfig, engine_of_plan, series_plan, settings_sha256
 from whichshot.shots.axes import BASE_WORKLOAD
 
 NGRAM = {"type": "ngram-simple", "options": {"spec-ngram-simple-size-n": 4, "spec-ngram-simple-size-m": 16}}
@@ -188,3 +192,41 @@ def test_the_order_of_the_configs_keys_changes_no_plan():
         return {job: repr(plan) for job, plan in plans.items()}  # Snakemake compares the params' repr
 
     assert reprs(_plans(config)) == reprs(_plans(reordered))
+
+
+# -- settings hashed before redaction (issue 51) ----------------------------------------------------
+
+
+def _openai_plan(argv_tail: list[str], **given) -> dict:
+    config = filled_config("smoke")
+    argv = ["llama-server", "--host", "{host}", "--port", "{port}", "-m", "{model}", *argv_tail]
+    config["engines"] = {"srv": {**config["engines"]["llama_cpp"], "kind": "openai", "argv": argv, **given}}
+    config["engines"]["srv"] = {k: v for k, v in config["engines"]["srv"].items()
+                                if k in ("kind", "argv", "threads", "env")}  # fmt: skip
+    config = check_config(config)
+    job = next(job for job in all_jobs(config) if job.protocol == "warm")
+    return series_plan(config, job), config
+
+
+def test_a_batching_flag_is_a_setting_not_a_secret():
+    plans = {size: _openai_plan(["--max-num-batched-tokens", size])[0] for size in ("512", "8192")}
+    assert plans["512"]["engine"]["argv"][-2:] == ["--max-num-batched-tokens", "512"]  # in clear
+    assert settings_sha256(plans["512"]) != settings_sha256(plans["8192"])
+    spec = {"kind": "openai", "argv": ["python3", "--max-num-batched-tokens", "512"], "threads": 2}
+    spec = with_defaults({"engines": {"srv": spec}})["engines"]["srv"]
+    builds = [load_engine("openai").build({**spec, "argv": ["python3", "--max-num-batched-tokens", size]},
+                                          Path("/tmp"), 1) for size in ("512", "8192")]  # fmt: skip
+    assert builds[0]["server"]["argv"] == ["python3", "--max-num-batched-tokens", "512"]
+    assert builds[0]["build_id"] != builds[1]["build_id"]
+
+
+def test_a_secret_is_hashed_keyed_and_never_in_the_plan():
+    (plan_a, config_a), (plan_b, _) = (_openai_plan(["--api-key", key]) for key in ("sk-aaaa", "sk-bbbb"))
+    assert "sk-aaaa" not in json.dumps(plan_a) and "sk-bbbb" not in json.dumps(plan_b)
+    digest = plan_a["engine"]["argv"][-1]
+    assert digest.startswith("hmac-sha256:") and digest != plan_b["engine"]["argv"][-1]
+    assert digest != "hmac-sha256:" + hashlib.sha256(b"sk-aaaa").hexdigest()  # keyed, not a plain hash
+    assert settings_sha256(plan_a) != settings_sha256(plan_b)
+    assert engine_of_plan(plan_a, config_a)["argv"][-1] == "sk-aaaa"  # the job gets it from the config
+    with pytest.raises(PlanNotOfConfig, match=r"^engines\.srv in the config differs"):
+        engine_of_plan(plan_b, config_a)

@@ -21,13 +21,14 @@ from typing import Any
 
 from whichshot.engine import load_engine
 from whichshot.engine.settings import server_settings
+from whichshot.errors import WhichshotError
 from whichshot.hashing import canonical_json, sha256_text
+from whichshot.keyed import keyed_engine
 from whichshot.measure.bench import not_comparable_because
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.verify_cost import not_probed_because
 from whichshot.prepare.series_prompts import GRID, TRACE_REQUEST, WORKLOAD
-from whichshot.redact import redact_engine
 from whichshot.shots.axes import BASE_WORKLOAD
 from whichshot.spec_modes import kind_settings, uses_draft_model
 
@@ -41,7 +42,9 @@ def series_plan(config: dict[str, Any], job: Job) -> dict[str, Any]:
     mode = mode_plan(config, job, engine["kind"])
     plan = {
         "job": job.as_dict(),
-        "engine": engine,  # its argv and settings (build, threads, gpu_layers, an attached URL ...)
+        # Its argv and settings (build, threads, gpu_layers, an attached URL ...), each secret as its
+        # keyed digest: the plan is a rule param, stored in .snakemake/metadata (whichshot.keyed).
+        "engine": keyed_engine(engine),
         "server": config["server"],  # port, ready and shot timeouts
         "spec_mode": mode,
         "output_tokens": output_budget(config, job),
@@ -98,10 +101,28 @@ SERVER_SETTINGS = ("job", "engine", "server", "spec_mode", "output_tokens")
 
 
 def settings_sha256(plan: dict[str, Any]) -> str:
-    """The sha256 of the plan's server settings, secrets redacted (a shot records it, and a key
-    changes nothing measured): every shot records it, and a journal resumes only shots of it."""
-    settings = {key: plan[key] for key in SERVER_SETTINGS}
-    return sha256_text(canonical_json({**settings, "engine": redact_engine(settings["engine"])}))
+    """The sha256 of the plan's server settings (its engine's secrets as their keyed digests: the
+    real values told apart, none recoverable): every shot records it, and a journal resumes only
+    shots of it."""
+    return sha256_text(canonical_json({key: plan[key] for key in SERVER_SETTINGS}))
+
+
+class PlanNotOfConfig(WhichshotError):
+    """The config a series' job reads is not the one its plan was made from."""
+
+
+def engine_of_plan(plan: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The series' engine settings as the config gives them, secrets in clear (the plan holds them
+    keyed), once they are the plan's."""
+    name = plan["job"]["engine"]
+    engine = json.loads(canonical_json((config.get("engines") or {}).get(name)))
+    if not isinstance(engine, dict) or keyed_engine(engine) != plan["engine"]:
+        raise PlanNotOfConfig(
+            f"engines.{name} in the config differs from the settings this series was planned with (or "
+            "this machine's key in whichshot's cache differs from the planning machine's): run the "
+            "workflow again from one config"
+        )
+    return engine
 
 
 def prompt_entries(job: Job) -> tuple[str, str]:
@@ -124,16 +145,23 @@ class SeriesInputs:
     draft_model: Path | None = None
 
 
-def job_context(plan: dict[str, Any], inputs: SeriesInputs, identity: dict[str, Any]) -> JobContext:
+def job_context(
+    plan: dict[str, Any],
+    inputs: SeriesInputs,
+    identity: dict[str, Any],
+    engine_spec: dict[str, Any] | None = None,
+) -> JobContext:
     """The series' context: its plan, and what earlier jobs made of the config (identity: where it
-    runs, host.host_identity())."""
+    runs, host.host_identity()); engine_spec: its engine's settings in clear (engine_of_plan), else
+    the plan's own (right where they hold no secret)."""
     job = Job(**plan["job"])
-    engine = load_engine(plan["engine"]["kind"])
+    engine_spec = engine_spec if engine_spec is not None else plan["engine"]
+    engine = load_engine(engine_spec["kind"])
     model = _read_json(inputs.model)
     draft = _read_json(inputs.draft_model) if inputs.draft_model else None
     mode = plan["spec_mode"]
     spec_args = engine.speculative_args(mode["settings"], Path(draft["path"]) if draft else None)
-    settings = server_settings(plan["engine"], plan["server"], job.context_tokens_requested, tuple(spec_args),
+    settings = server_settings(engine_spec, plan["server"], job.context_tokens_requested, tuple(spec_args),
                                job.engine_warmup, job.prefill_chunk_tokens, job.parallel_streams,
                                job.compile_cache)  # fmt: skip
     return JobContext(
