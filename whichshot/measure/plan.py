@@ -15,6 +15,7 @@ engine's build, the model and draft model files (path, sha256) and the series' o
 named by its content (prepare.series_prompts)."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,20 @@ def prompt_entries(job: Job) -> tuple[str, str]:
     if job.workload == BASE_WORKLOAD:
         return GRID, str(job.prompt_tokens_requested)
     return WORKLOAD, job.prompt_key
+
+
+def prompts_path(job: Job) -> Path:
+    """The prompts file that holds the series' prompts: its model's, or its model's trace's."""
+    source = f"{job.model}.trace-{job.trace}" if job.trace else job.model
+    return Path("results") / "prompts" / job.engine / f"{source}.json"
+
+
+def prompts_needed(jobs: Iterable[Job]) -> dict[Path, list[tuple[str, str]]]:
+    """Each prompts file and the entries (section, key) its series send."""
+    needed: dict[Path, list[tuple[str, str]]] = {}
+    for job in jobs:
+        needed.setdefault(prompts_path(job), []).append(prompt_entries(job))
+    return needed
 
 
 @dataclass(frozen=True)

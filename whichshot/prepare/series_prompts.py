@@ -7,6 +7,7 @@ entries for a series are as they were leaves that series' file, and so its measu
 an entry that changed gets a file of another name, so exactly the series that send it measure again
 (docs/protocol.md, "What re-measures what")."""
 
+import base64
 import functools
 import json
 from pathlib import Path
@@ -75,3 +76,30 @@ def _parsed(text: str) -> dict[str, Any]:
     """A prompts file's contents, parsed once: every series of a model reads it as the DAG is made
     (keyed by the text itself, so a file rewritten in the same clock tick is never read stale)."""
     return json.loads(text)
+
+
+def unrecorded_stale(needed: dict[Path, list[tuple[str, str]]], metadata_dir: Path) -> str | None:
+    """One line naming a prompts file that lacks an entry a series needs and that Snakemake will not
+    rebuild because its record in metadata_dir (.snakemake/metadata) is gone (a changed prompt
+    length is a rerun trigger only through that record); None where there is none. needed: each
+    prompts file and the (section, key) entries its series send."""
+    for path, entries in sorted(needed.items()):
+        if not path.is_file() or _recorded(path, metadata_dir):
+            continue
+        try:
+            held = _parsed(path.read_text())
+            for section, key in entries:
+                series_prompts(held, section, key)
+        except (WhichshotError, ValueError) as missing:
+            return (
+                f"{path} was made for other settings ({missing}) and Snakemake has no record of it "
+                f"in {metadata_dir} to rebuild it by: delete {path} and run again"
+            )
+    return None
+
+
+def _recorded(path: Path, metadata_dir: Path) -> bool:
+    """Whether Snakemake's file persistence holds a record of this output (its path, base64 as the
+    record's name; a long one is split into folders, whose first part is the name's start)."""
+    record = base64.urlsafe_b64encode(str(path).encode()).decode()
+    return (metadata_dir / record).exists() or any(metadata_dir.glob(f"@{record[:32]}*"))

@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 from whichshot.config import check_config, check_config_file
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
+from whichshot.keyed import keyed_engine
 from whichshot.measure.estimate import estimate_words
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
 from whichshot.measure.kernel_probe import BEFORE as KERNELS_BEFORE
@@ -19,10 +20,11 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
-from whichshot.measure.plan import prompt_entries, series_plan
+from whichshot.measure.plan import prompt_entries, prompts_needed, series_plan
 from whichshot.prepare.series_prompts import (
     CONTENT_ID_CHARS,
     series_prompts_path,
+    unrecorded_stale,
     write_series_prompts,
 )
 from whichshot.report.plot_list import PLOTS
@@ -41,6 +43,13 @@ JOBS = {job.job_id: job for job in all_jobs(config)}
 # Each series' plan: its run_series job's only params, so a setting re-measures exactly the series
 # whose plans hold it (docs/protocol.md, "What re-measures what").
 PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
+# A prompts file made for other settings whose Snakemake record is lost would not be rebuilt: say
+# which to delete, in one line, before a series' input function fails on it.
+STALE_PROMPTS = unrecorded_stale(
+    prompts_needed(JOBS.values()), Path(".snakemake") / "metadata"
+)
+if STALE_PROMPTS:
+    raise WorkflowError(STALE_PROMPTS)
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -158,7 +167,9 @@ def bench_outputs():
 
 
 def engine_spec(wildcards):
-    return config["engines"][wildcards.engine]
+    """An engine's settings as a rule's params (kept in .snakemake/metadata): secrets keyed; the job
+    reads them in clear from the config."""
+    return keyed_engine(config["engines"][wildcards.engine])
 
 
 def model_spec(wildcards):
