@@ -50,6 +50,7 @@ from whichshot.errors import EngineDied, EngineNotReady, WhichshotError, invalid
 from whichshot.hashing import sha256_file, short_id
 from whichshot.keyed import keyed_engine
 from whichshot.redact import redact_engine, redact_url
+from whichshot.shots.axes import NO_DRAFT
 from whichshot.shots.caveat import Finding, columns_from, flag, flag_false, ids
 from whichshot.telemetry.gpus import GpuUse
 
@@ -201,7 +202,7 @@ class OpenAICompat:
     @property
     def caveat_rules(self) -> tuple:
         return (server_counters_process_wide, server_attached, server_restart_undetectable,
-                engine_on_another_host)  # fmt: skip
+                engine_on_another_host, drafting_not_declared)  # fmt: skip
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         if not self.starts_processes(spec):
@@ -729,4 +730,20 @@ def engine_on_another_host(shots: pd.DataFrame) -> Finding | None:
         "hardware identity, threads and physical ceilings are not measured (this machine's sensors and "
         "hardware probe describe the client only); the timings include the network between the two.",
         ids(elsewhere),
+    )
+
+
+def drafting_not_declared(shots: pd.DataFrame) -> Finding | None:
+    """Caveat: shots of the mode without drafting from an openai server that reports no draft count."""
+    none = shots[(shots["engine_kind"] == OpenAICompat.kind) & (shots["spec_mode"] == NO_DRAFT)]
+    silent = none[none["engine_draft_tokens"].isna() & none["server_spec_draft_tokens_delta"].isna()]
+    if silent.empty:
+        return None
+    return Finding(
+        "drafting_not_declared",
+        "The server reports no draft count (no timings draft_n, no draft-token counter on its /metrics): "
+        "that it did not draft in these shots of mode none rests on its events alone, each carrying about "
+        "one token (a drafting server's carry several and are refused). One that drafts a token at a time "
+        "would pass unseen: give its /metrics (vLLM, llama-server --metrics) to have it checked.",
+        ids(silent),
     )

@@ -124,24 +124,57 @@ def test_a_direct_stream_is_timed_and_records_zero_drafts(plain, prompt_ids, tmp
         assert record["engine_draft_tokens"] == 0 and record["server_spec_draft_tokens_delta"] == 0
 
 
-@pytest.mark.parametrize("framing", ["one", "per-event"])
-def test_a_stream_a_proxy_buffers_is_refused_in_one_line(plain, prompt_ids, tmp_path, framing):
-    with proxy(plain, tmp_path, "--buffer", framing) as url:
-        records = run(attached_ctx(tmp_path, url, prompt_ids, shots=2))
-    assert [r["status"] for r in records] == ["failed", "failed"]
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[None]:
+    """n processes spinning on the CPU: the client is descheduled now and then, as on a loaded host."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait(10)
+
+
+# Each: the proxy's options, and whether the host is loaded meanwhile. A whole answer in one write
+# (as one chunk, or one chunk per event), in two writes 5 ms apart, and passed on every 4 KiB.
+BUFFERING = {
+    "one": (["--buffer", "one"], False),
+    "per-event": (["--buffer", "per-event"], False),
+    "one, host under load": (["--buffer", "one"], True),
+    "two pieces": (["--buffer", "two"], False),
+    "every 4 KiB": (["--flush-bytes", "4096"], False),
+}
+
+
+@pytest.mark.parametrize("buffering", list(BUFFERING))
+def test_a_stream_a_proxy_buffers_is_refused_in_one_line(plain, prompt_ids, tmp_path, buffering):
+    options, loaded = BUFFERING[buffering]
+    with proxy(plain, tmp_path, *options) as url, busy_cores(2) if loaded else contextlib.nullcontext():
+        records = run(attached_ctx(tmp_path, url, prompt_ids, shots=3, output_tokens=64))
+    assert [r["status"] for r in records] == ["failed"] * 3, [r["error"] for r in records]
     for record in records:
         assert record["error"].startswith("StreamNotTimed: ") and "\n" not in record["error"]
         assert "buffered the stream" in record["error"] and record["ttft_s"] is None
         assert record["decode_tok_s"] is None and record["engine_died"] is False
 
 
+def test_a_stream_passed_on_as_it_comes_is_timed_and_counts_its_deliveries(plain, prompt_ids, tmp_path):
+    with proxy(plain, tmp_path) as url:
+        records = run(attached_ctx(tmp_path, url, prompt_ids, shots=2, output_tokens=64))
+    assert [r["status"] for r in records] == ["ok", "ok"], [r["error"] for r in records]
+    for record in records:  # about one delivery per token: a plain decoder's step each
+        assert 32 < record["stream_token_deliveries"] <= record["stream_token_events"] == 64
+
+
 def test_eight_tokens_per_event_are_timed_per_token_not_refused(tmp_path):
-    """A drafting engine's events of 8 tokens each, 10 ms apart (a real HTTP stream): each token is
-    timed by its event, so decode speed is the 24 tokens after the first event over its span."""
+    """A drafting engine's events of 8 tokens each, 10 ms apart (a real HTTP stream), in a drafting
+    mode: each token is timed by its event, so decode speed is the 24 tokens after the first event
+    over its span (in the mode none such events are refused: test_timing)."""
     engine = FakeEngine(["eight_per_event"])
     no_build = RealEngine(engine, {"build_id": "none"}, tmp_path / "no-model.gguf", NO_MODEL)
     job = Job(engine="llama_cpp", model="m", prompt_tokens_requested=32, protocol="warm",
-              context_tokens_requested=512, repeat=1, series_length=2)  # fmt: skip
+              context_tokens_requested=512, repeat=1, series_length=2, spec_mode="ngram")  # fmt: skip
     records = run_job(job_context(tmp_path, job, engine=engine, output_tokens=32, real=no_build),
                       JsonlJournal(tmp_path / "shots" / f"{job.job_id}.jsonl"))  # fmt: skip
     for record in records:

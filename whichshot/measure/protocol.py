@@ -433,7 +433,10 @@ def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[S
     else:
         outcomes = state.server.shot_streams(request, ctx.job.parallel_streams)
     for outcome in outcomes:
-        check_outcome(ctx.job.spec_mode, outcome)
+        prefilled = (
+            outcome.prompt_tokens_engine if outcome.prompt_built_by_engine else len(request.prompt_token_ids)
+        )
+        check_outcome(ctx.job.spec_mode, outcome, prefilled)
     return outcomes
 
 
