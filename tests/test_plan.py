@@ -124,8 +124,24 @@ def test_an_engine_setting_re_measures_every_series_of_that_engine():
     for key, value in (("threads", 1), ("gpu_layers", 99)):
         changed, _ = _remeasured(lambda c, k=key, v=value: c["engines"]["llama_cpp"].update({k: v}))
         assert changed == kinds["all"], key
-    changed, _ = _remeasured(_set("server", "shot_timeout_s", 60))  # a shot it cut short would not be
-    assert changed == kinds["all"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("port", 8089), ("ready_timeout_s", 30), ("shot_timeout_s", 60)])
+def test_the_port_and_timeouts_re_measure_nothing(key, value):
+    # A finished shot is what it is whatever they were: they reach the job from the config, not its plan.
+    assert _remeasured(_set("server", key, value)) == (set(), set())
+
+
+def test_bench_repetitions_reach_only_the_repeats_that_run_a_bench_tool():
+    base = _base()
+    base["protocol"]["repeats"] = 3
+    base["bench"]["repeats"] = 1
+    plans = _plans(base)
+    benched = {job for job, plan in plans.items() if "repetitions" in plan["bench"]}
+    assert benched and all(plans[job]["job"]["repeat"] == 1 for job in benched)
+    later = {job for job, plan in plans.items() if plan["job"]["repeat"] > 1 and "repeats" in plan["bench"]}
+    assert later  # they know why they run no tool, and nothing of how it would run
+    assert _remeasured(_set("bench", "repetitions", 9), base) == (benched, set())
 
 
 def test_a_new_spec_mode_adds_its_series_and_alters_no_other():

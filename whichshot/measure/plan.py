@@ -6,7 +6,8 @@ series' plan only if it changes what that series measures, and re-measures exact
 plans hold it (docs/protocol.md, "What re-measures what"). What is read only when figures are made
 (protocol.warm_fraction, claims, report, run_id) is in no plan; of the bench section a plan holds
 only what that series' brackets, verification probe and peer read. The sha256 of the plan's server
-settings (SERVER_SETTINGS: every setting its engine is started and asked with) is recorded in every
+settings (SERVER_SETTINGS: every setting its engine is started and asked with; not its port and
+timeouts, which change no finished shot and come from the config's server section) is recorded in every
 shot, and a journal resumes only shots of the same settings (measure.protocol.resume_mismatch), so a
 setting added to the engine or server sections is in the resume identity without being named.
 
@@ -25,15 +26,19 @@ from whichshot.engine.settings import server_settings
 from whichshot.errors import WhichshotError
 from whichshot.hashing import canonical_json, sha256_text
 from whichshot.keyed import keyed_engine
-from whichshot.measure.bench import not_comparable_because
+from whichshot.measure.bench import later_repeat_because, not_comparable_because
 from whichshot.measure.grid import Job
 from whichshot.measure.protocol import JobContext
 from whichshot.measure.verify_cost import not_probed_because
 from whichshot.prepare.series_prompts import GRID, TRACE_REQUEST, WORKLOAD
 from whichshot.shots.axes import BASE_WORKLOAD
 from whichshot.spec_modes import kind_settings, uses_draft_model
+from whichshot.tables import record_schema
 
 ENGINE_LOGS = Path("logs/engines")  # a series' engine logs: ENGINE_LOGS / job_id / process<n>.log
+# The server section's defaults (port 0, the timeouts): a context made without the config's own.
+_SERVER_SCHEMA = record_schema("config")["properties"]["server"]["properties"]
+SERVER_DEFAULTS = {key: value["default"] for key, value in _SERVER_SCHEMA.items()}
 
 
 def series_plan(config: dict[str, Any], job: Job) -> dict[str, Any]:
@@ -46,7 +51,6 @@ def series_plan(config: dict[str, Any], job: Job) -> dict[str, Any]:
         # Its argv and settings (build, threads, gpu_layers, an attached URL ...), each secret as its
         # keyed digest: the plan is a rule param, stored in .snakemake/metadata (whichshot.keyed).
         "engine": keyed_engine(engine),
-        "server": config["server"],  # port, ready and shot timeouts
         "spec_mode": mode,
         "output_tokens": output_budget(config, job),
         "telemetry": config["telemetry"],
@@ -85,8 +89,9 @@ def bench_settings(job: Job, bench: dict[str, Any], has_bench: bool) -> dict[str
     if bracketed or drafted:
         settings["enabled"] = bench["enabled"]
         if bench["enabled"] and has_bench:
-            settings["repetitions"] = bench["repetitions"]
             settings["repeats"] = bench["repeats"]
+            if later_repeat_because(job, bench) is None:  # a later repeat runs no tool: no repetitions
+                settings["repetitions"] = bench["repetitions"]
     if drafted:
         probe = bench["verify_probe"]
         settings["verify_probe"] = probe if bench["enabled"] and probe["enabled"] else {"enabled": False}
@@ -98,7 +103,7 @@ def bench_settings(job: Job, bench: dict[str, Any], has_bench: bool) -> dict[str
 
 # The plan's server settings: what the series' engine is started and asked with. Not its telemetry,
 # bench or log path: an interrupted series whose brackets change still resumes its finished shots.
-SERVER_SETTINGS = ("job", "engine", "server", "spec_mode", "output_tokens")
+SERVER_SETTINGS = ("job", "engine", "spec_mode", "output_tokens")
 
 
 def settings_sha256(plan: dict[str, Any]) -> str:
@@ -165,18 +170,21 @@ def job_context(
     inputs: SeriesInputs,
     identity: dict[str, Any],
     engine_spec: dict[str, Any] | None = None,
+    server: dict[str, Any] | None = None,
 ) -> JobContext:
     """The series' context: its plan, and what earlier jobs made of the config (identity: where it
     runs, host.host_identity()); engine_spec: its engine's settings in clear (engine_of_plan), else
-    the plan's own (right where they hold no secret)."""
+    the plan's own (right where they hold no secret); server: the config's server section (port and
+    timeouts, in no plan: they change no finished shot), else its defaults."""
     job = Job(**plan["job"])
     engine_spec = engine_spec if engine_spec is not None else plan["engine"]
+    server = server if server is not None else SERVER_DEFAULTS
     engine = load_engine(engine_spec["kind"])
     model = _read_json(inputs.model)
     draft = _read_json(inputs.draft_model) if inputs.draft_model else None
     mode = plan["spec_mode"]
     spec_args = engine.speculative_args(mode["settings"], Path(draft["path"]) if draft else None)
-    settings = server_settings(engine_spec, plan["server"], job.context_tokens_requested, tuple(spec_args),
+    settings = server_settings(engine_spec, server, job.context_tokens_requested, tuple(spec_args),
                                job.engine_warmup, job.prefill_chunk_tokens, job.parallel_streams,
                                job.compile_cache)  # fmt: skip
     return JobContext(
@@ -188,7 +196,7 @@ def job_context(
         prompts=_read_json(inputs.prompts),
         settings=settings,
         output_tokens=plan["output_tokens"],
-        shot_timeout_s=plan["server"]["shot_timeout_s"],
+        shot_timeout_s=server["shot_timeout_s"],
         log_dir=Path(plan["log_dir"]),
         identity=identity,
         spec_params=mode["settings"],

@@ -186,7 +186,7 @@ def run_planned_series(
     config, on its node, with each shot's place in the grid (every series of the run) told as it
     starts."""
     identity = host_identity()
-    ctx = job_context(plan, inputs, identity, engine_of_plan(plan, config))
+    ctx = job_context(plan, inputs, identity, engine_of_plan(plan, config), config["server"])
     grid = all_jobs(config)
     check_on_its_node(ctx.job, identity["slurm_node"], identity["hostname"])
     progress = grid_progress(grid, outputs.shots.parent)

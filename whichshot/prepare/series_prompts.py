@@ -7,7 +7,6 @@ entries for a series are as they were leaves that series' file, and so its measu
 an entry that changed gets a file of another name, so exactly the series that send it measure again
 (docs/protocol.md, "What re-measures what")."""
 
-import base64
 import functools
 import json
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from whichshot.atomic import write_json_atomic
 from whichshot.errors import WhichshotError
 from whichshot.hashing import canonical_json, sha256_text
+from whichshot.snakemake_record import record_of
 
 # Where a series' entries lie in a prompts file: the grid's variants of one length (build_prompts'
 # "prompts"), one workload's prompt ("workloads"), one request of a trace (build_trace_prompts').
@@ -84,7 +84,7 @@ def unrecorded_stale(needed: dict[Path, list[tuple[str, str]]], metadata_dir: Pa
     length is a rerun trigger only through that record); None where there is none. needed: each
     prompts file and the (section, key) entries its series send."""
     for path, entries in sorted(needed.items()):
-        if not path.is_file() or _recorded(path, metadata_dir):
+        if not path.is_file() or record_of(path, metadata_dir) is not None:
             continue
         try:
             held = _parsed(path.read_text())
@@ -96,10 +96,3 @@ def unrecorded_stale(needed: dict[Path, list[tuple[str, str]]], metadata_dir: Pa
                 f"in {metadata_dir} to rebuild it by: delete {path} and run again"
             )
     return None
-
-
-def _recorded(path: Path, metadata_dir: Path) -> bool:
-    """Whether Snakemake's file persistence holds a record of this output (its path, base64 as the
-    record's name; a long one is split into folders, whose first part is the name's start)."""
-    record = base64.urlsafe_b64encode(str(path).encode()).decode()
-    return (metadata_dir / record).exists() or any(metadata_dir.glob(f"@{record[:32]}*"))

@@ -6,11 +6,12 @@ from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)
 
-from whichshot.config import check_config, check_config_file
+from whichshot.config import check_config, check_config_file, model_file_settings
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
 from whichshot.keyed import keyed_engine
-from whichshot.measure.estimate import estimate_words
+from whichshot.snakemake_record import METADATA
+from whichshot.measure.estimate import estimate_words, still_finished
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
 from whichshot.measure.kernel_probe import BEFORE as KERNELS_BEFORE
 from whichshot.measure.grid import (
@@ -45,9 +46,7 @@ JOBS = {job.job_id: job for job in all_jobs(config)}
 PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
 # A prompts file made for other settings whose Snakemake record is lost would not be rebuilt: say
 # which to delete, in one line, before a series' input function fails on it.
-STALE_PROMPTS = unrecorded_stale(
-    prompts_needed(JOBS.values()), Path(".snakemake") / "metadata"
-)
+STALE_PROMPTS = unrecorded_stale(prompts_needed(JOBS.values()), METADATA)
 if STALE_PROMPTS:
     raise WorkflowError(STALE_PROMPTS)
 # Engine -> the models its series run (the kernel probe times their weight types).
@@ -57,11 +56,13 @@ KERNEL_PROBE_MODELS = {
 }
 # A finished series' shots (run_series's output).
 SHOTS_FILE = "results/shots/{job}.jsonl"
-# A dry run states how long the series without their shots on disk would take (not in a cluster
-# job's own Snakemake).
+# A dry run states how long the series to measure would take: those without their shots on disk
+# or whose plan changed since (not in a cluster job's own Snakemake).
 if workflow.output_settings.dryrun and workflow.is_main_process:
     FINISHED = frozenset(
-        job for job in JOBS if Path(SHOTS_FILE.format(job=job)).exists()
+        job
+        for job in JOBS
+        if still_finished(Path(SHOTS_FILE.format(job=job)), PLANS[job])
     )
     print(
         f"Estimated duration: {estimate_words(config, finished=FINISHED)}",
@@ -86,6 +87,8 @@ ENV = "../envs/whichshot.yaml"
 # The prompts are cut by this code and carry values of shots/ (their self-repetition): a change to
 # either rebuilds them (and reruns what used them).
 PROMPT_CODE = package_code_id("prepare", "shots")
+# The figures and caveats are made by this code (its caveat rules too) and read shots/ values.
+FIGURES_CODE = package_code_id("figures", "figures/caveats", "shots")
 
 
 def all_outputs():
@@ -172,8 +175,10 @@ def engine_spec(wildcards):
     return keyed_engine(config["engines"][wildcards.engine])
 
 
-def model_spec(wildcards):
-    return config["models"][wildcards.model]
+def model_pin(wildcards):
+    """A model entry as fetch_model reads it: what makes its file, not its description (which
+    changes no file and so fetches nothing again)."""
+    return model_file_settings(config["models"][wildcards.model])
 
 
 def synthetic_donor(wildcards):
