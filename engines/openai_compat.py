@@ -45,7 +45,7 @@ from whichshot.engine.process import (
 )
 from whichshot.engine.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.engine.sse import MalformedStream, post_stream
-from whichshot.engine.stream import check_counts, token_deliveries
+from whichshot.engine.stream import check_counts, token_event_deliveries
 from whichshot.errors import EngineDied, EngineNotReady, WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
 from whichshot.keyed import keyed_engine
@@ -446,7 +446,10 @@ class OpenAIServer:
         request.stream_ended()
         after = self._metrics_after(before)
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
-        outcome.token_deliveries = token_deliveries(streamed.deliveries, outcome.token_event_indexes)
+        outcome.token_event_deliveries = token_event_deliveries(
+            streamed.deliveries, outcome.token_event_indexes
+        )
+        outcome.drafting_unchosen = True  # the server's flags are the user's
         # A chat template or a text prompt is the server's to tokenize: its usage counts what it prefilled.
         outcome.prompt_built_by_engine = (
             self.server["api"] == "chat" or self.server["prompt_format"] != "token_ids"

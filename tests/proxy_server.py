@@ -9,11 +9,11 @@ Every request goes to UPSTREAM_URL and its answer comes back, except:
   buffer), `per-event` one chunk per upstream chunk (the framing kept, the timing lost), `two` in
   two writes 5 ms apart (each half its own delivery);
 - --flush-bytes N: a streamed answer is passed on whenever N bytes have gathered (and at its end),
-  as a proxy with a fixed-size output buffer does (4096: nginx's proxy_buffer_size on most systems);
+  as a proxy with a fixed-size output buffer does (4096 bytes: a common page-sized buffer);
 - --hide PATH: answers 404 {"detail": "Not Found"} there (FastAPI's answer, as llama-cpp-python's
   own server gives for /tokenize);
 - --extra-model ID: /v1/models lists this id after the upstream's own.
-It binds 127.0.0.1.
+It binds 127.0.0.1 (--bind ADDRESS: another, for a test across a network namespace's link).
 """
 
 import argparse
@@ -123,11 +123,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--flush-bytes", type=int, default=0)
     parser.add_argument("--hide", action="append", default=[])
     parser.add_argument("--extra-model", action="append", default=[])
+    parser.add_argument("--bind", default="127.0.0.1")
     args = parser.parse_args(argv[1:])
     Proxy.upstream, Proxy.buffer = args.upstream.rstrip("/"), args.buffer
     Proxy.flush_bytes = args.flush_bytes
     Proxy.hidden, Proxy.extra_models = tuple(args.hide), tuple(args.extra_model)
-    ThreadingHTTPServer(("127.0.0.1", args.port), Proxy).serve_forever()
+    ThreadingHTTPServer((args.bind, args.port), Proxy).serve_forever()
 
 
 if __name__ == "__main__":

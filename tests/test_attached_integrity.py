@@ -7,6 +7,8 @@ tokens in prefill, prompt-cache hits in warm prefill, and a server on another ho
 
 import contextlib
 import dataclasses
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -157,6 +159,128 @@ def test_a_stream_a_proxy_buffers_is_refused_in_one_line(plain, prompt_ids, tmp_
         assert record["error"].startswith("StreamNotTimed: ") and "\n" not in record["error"]
         assert "buffered the stream" in record["error"] and record["ttft_s"] is None
         assert record["decode_tok_s"] is None and record["engine_died"] is False
+
+
+@contextlib.contextmanager
+def namespaced_link(tag: int) -> Iterator[tuple[str, str]]:
+    """A network namespace behind a 100 Mbit/s veth link (tc tbf both ways): (its name, its address)."""
+    ns, host_if, ns_if = f"ws51n{tag}", f"ws51h{tag}", f"ws51p{tag}"
+    subnet = f"10.251.{tag % 250}"
+    setup = [
+        ["ip", "netns", "add", ns],
+        ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+        ["ip", "link", "set", ns_if, "netns", ns],
+        ["ip", "addr", "add", f"{subnet}.1/30", "dev", host_if],
+        ["ip", "link", "set", host_if, "up"],
+        ["ip", "netns", "exec", ns, "ip", "addr", "add", f"{subnet}.2/30", "dev", ns_if],
+        ["ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up"],
+        ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
+        [
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            host_if,
+            "root",
+            "tbf",
+            "rate",
+            "100mbit",
+            "burst",
+            "32kbit",
+            "latency",
+            "50ms",
+        ],
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            ns_if,
+            "root",
+            "tbf",
+            "rate",
+            "100mbit",
+            "burst",
+            "32kbit",
+            "latency",
+            "50ms",
+        ],
+    ]
+    try:
+        for argv in setup:
+            done = subprocess.run(argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"no network namespace here ({' '.join(argv[:3])}: {done.stderr.strip()})")
+        yield ns, f"{subnet}.2"
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+
+
+def test_a_stream_buffered_whole_across_a_100_mbit_link_is_refused(
+    llama_server_binary,  # noqa: F811 -- the module fixtures imported above
+    model_path,  # noqa: F811
+    prompt_ids,
+    tmp_path,
+):
+    """The issue's case: a proxy that holds the whole answer, reached over a slower link (its bytes
+    come in several reads that wait), once stored ok at 78,000-103,000 tok/s."""
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        pytest.skip("no ip or tc command here: the namespaced link cannot be made")
+    with namespaced_link(os.getpid() % 10000) as (ns, address):
+        server_port, proxy_port = free_port(), free_port()
+        argv = [
+            llama_server_binary,
+            "--model",
+            str(model_path),
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(server_port),
+            "--threads",
+            "1",
+            "--ctx-size",
+            "1024",
+            "--parallel",
+            "1",
+            "--no-webui",
+            "--metrics",
+        ]
+        inside = ["ip", "netns", "exec", ns]
+        with open(tmp_path / "ns-server.log", "ab") as log:
+            server = subprocess.Popen([*inside, *argv], stdout=log, stderr=subprocess.STDOUT)
+        proxy_argv = [
+            *inside,
+            sys.executable,
+            str(PROXY),
+            str(proxy_port),
+            f"http://{LOOPBACK}:{server_port}",
+            "--buffer",
+            "one",
+            "--bind",
+            address,
+        ]
+        with open(tmp_path / "ns-proxy.log", "ab") as log:
+            front = subprocess.Popen(proxy_argv, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://{address}:{proxy_port}"
+        try:
+            deadline = time.monotonic() + 120
+            while not http_ok(f"{url}/health"):
+                assert time.monotonic() < deadline and server.poll() is None, (
+                    tmp_path / "ns-server.log"
+                ).read_text()
+                time.sleep(0.2)
+            records = run(attached_ctx(tmp_path, url, prompt_ids, shots=3, output_tokens=256))
+        finally:
+            for process in (front, server):
+                process.terminate()
+                process.wait(30)
+    assert [r["status"] for r in records] == ["failed"] * 3, [r["error"] for r in records]
+    assert all(r["error"].startswith("StreamNotTimed: ") for r in records)
 
 
 def test_a_stream_passed_on_as_it_comes_is_timed_and_counts_its_deliveries(plain, prompt_ids, tmp_path):

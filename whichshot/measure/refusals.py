@@ -17,7 +17,7 @@ def check_outcome(spec_mode: str, outcome: ShotOutcome, prompt_tokens: int | Non
         check_no_drafts(outcome)
         check_one_token_per_step(outcome)
     accepted = accepted_drafts(spec_mode, outcome)
-    check_arrived_over_time(outcome.token_events, outcome.token_deliveries, accepted,
+    check_arrived_over_time(outcome.token_events, outcome.token_event_deliveries, accepted,
                             outcome.t_request_s, outcome.t_end_s, prompt_tokens)  # fmt: skip
 
 
@@ -69,12 +69,15 @@ UNDECLARED_TOKENS_PER_EVENT_MAX = 1.5
 
 
 def check_one_token_per_step(outcome: ShotOutcome) -> None:
-    """A shot of the mode without drafting, from an engine that reports no draft count (SGLang, TGI,
-    vLLM with its metrics off), whose token events carry more than one token each on average: its
-    speed is a drafting server's, refused rather than measured as none."""
+    """A shot of the mode without drafting, from a server whose flags are the user's (an openai
+    engine) and that reports no draft count (SGLang, TGI, vLLM with its metrics off), whose token
+    events carry more than UNDECLARED_TOKENS_PER_EVENT_MAX tokens each on average: its speed is a
+    drafting server's, refused rather than measured as none."""
     events = outcome.token_events
     tokens = sum(n for _t, n in events)
-    if draft_count_declared(outcome) or not events or tokens / len(events) <= UNDECLARED_TOKENS_PER_EVENT_MAX:
+    if not outcome.drafting_unchosen or draft_count_declared(outcome) or not events:
+        return  # an engine whichshot started with its own flags drafts only where a mode asks
+    if tokens / len(events) <= UNDECLARED_TOKENS_PER_EVENT_MAX:
         return
     raise DraftedWithoutMode(
         f"its {len(events)} token events carried {tokens} tokens ({tokens / len(events):.2f} each, above "

@@ -30,14 +30,16 @@ def token_arrival_times(events: list[tuple[float, int]]) -> list[float]:
     return times
 
 
-# A token "came late" where it arrived in a delivery (engine.sse: the reads after one that waited)
-# behind other tokens: a plain decoder makes one token per step and the client reads each step's
-# event as it comes, so all but one token of every delivery came together with earlier ones. Only
-# drafting explains that (a step's verified drafts leave with it: llama-server sends them back to
-# back, vLLM in one event), so the engine's accepted drafts are subtracted. A stream where more than
-# half of the tokens still came together is a buffered one: the share no healthy stream comes near
-# (over loopback and LAN here every plain token was its own delivery) while any proxy that holds the
-# stream for a whole answer, two pieces or every 4 KiB (16-30 events of ~150-250 bytes) is far above.
+# A token came "behind" where its event arrived in a delivery (engine.sse: the reads after one that
+# waited) that had already brought an earlier token event: a plain decoder makes one step at a time
+# and the client reads each step's event as it comes, so a delivery's first token event is on time
+# and each later one came together with it. The tokens of one event left the engine together (a
+# token held back inside a UTF-8 character, vLLM's verified drafts): they count as their event does.
+# Only drafting explains events behind others (llama-server sends a step's verified drafts as
+# events back to back), so the engine's accepted drafts are subtracted. A stream where more than
+# half of the tokens still came behind is a buffered one: no healthy stream comes near (over
+# loopback here about one delivery per token), while a proxy that holds the whole answer, passes it
+# in two pieces or every 4 KiB (16-30 events of ~150-250 bytes) is far above.
 COALESCED_SHARE_MAX = 0.5
 # A stream held back whole and then let go over reads paced just apart (each one waited, so each is
 # a delivery of its own): its first token waited for all of them, so TTFT is most of the end-to-end
@@ -54,34 +56,45 @@ BURST_MIN_TOKENS = 16
 
 def check_arrived_over_time(
     events: list[tuple[float, int]],
-    deliveries: int | None,
+    deliveries: list[int] | None,
     accepted_drafts: float | None = 0,
     t_request_s: float | None = None,
     t_end_s: float | None = None,
     prompt_tokens: int | None = None,
 ) -> None:
-    """Refuse (StreamNotTimed, one line) a stream whose tokens did not arrive as the engine made them:
-    all of them in one delivery (engine.sse: each read after the first found them already there), more
-    than COALESCED_SHARE_MAX of them in deliveries behind other tokens beyond the accepted drafts
-    that explain it (None: the engine does not say how many it accepted, so this is not judged), or
-    a burst (BURST_*: TTFT most of the end-to-end time, the tokens in a sliver of it, decode far
-    faster than prefill). A proxy that buffers (an API gateway's or serverless front end's default) hands
-    the stream over at once or in pieces, and TTFT would be the end-to-end time, decode speed the
-    client's parsing speed. deliveries None: the engine's stream does not say (nothing is refused)."""
+    """Refuse (StreamNotTimed, one line) a stream whose tokens did not arrive as the engine made them
+    (deliveries: the delivery of each token event, engine.sse): all of them in one delivery, more
+    than COALESCED_SHARE_MAX of them behind earlier token events of their delivery beyond the
+    accepted drafts that explain it (None: the engine does not say how many it accepted, so this is
+    not judged), or a burst (BURST_*: TTFT most of the end-to-end time, the tokens in a sliver of
+    it, decode far faster than prefill). A proxy that buffers (an API gateway's or serverless front
+    end's default) hands the stream over at once or in pieces, and TTFT would be the end-to-end
+    time, decode speed the client's parsing speed. deliveries None: the engine's stream does not say
+    (nothing is refused)."""
     if deliveries is None or not events:
         return
-    tokens = sum(n for _t, n in events)
-    if deliveries == 1 and len(events) >= 2:
+    tokens, count = sum(n for _t, n in events), len(set(deliveries))
+    if count == 1 and len(events) >= 2:
         _refuse(f"all {len(events)} token events ({tokens} tokens) came in one delivery, each read finding "
                 "them already there")  # fmt: skip
     if accepted_drafts is not None:
-        together = tokens - deliveries - accepted_drafts
-        if together > COALESCED_SHARE_MAX * tokens:
-            _refuse(f"{tokens - deliveries} of {tokens} tokens came in reads behind earlier tokens "
-                    f"({deliveries} deliveries; drafting explains {accepted_drafts:g}), more than "
-                    f"{COALESCED_SHARE_MAX:.0%} beyond it")  # fmt: skip
+        behind = tokens_behind(events, deliveries)
+        if behind - accepted_drafts > COALESCED_SHARE_MAX * tokens:
+            _refuse(f"{behind} of {tokens} tokens came in reads behind earlier tokens ({count} deliveries; "
+                    f"drafting explains {accepted_drafts:g}), more than {COALESCED_SHARE_MAX:.0%} beyond "
+                    "it")  # fmt: skip
     if t_request_s is not None and t_end_s is not None and len(events) >= 2:
         _check_burst(events, t_request_s, t_end_s, prompt_tokens)
+
+
+def tokens_behind(events: list[tuple[float, int]], deliveries: list[int]) -> int:
+    """The tokens of the events that came in a delivery after an earlier token event of it."""
+    seen: set[int] = set()
+    behind = 0
+    for (_t, n), delivery in zip(events, deliveries, strict=True):
+        behind += n if delivery in seen else 0
+        seen.add(delivery)
+    return behind
 
 
 def _check_burst(
