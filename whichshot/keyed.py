@@ -48,5 +48,5 @@ def keyed_digest(secret: str, key: bytes) -> str:
 def keyed_engine(spec: Mapping[str, Any], key: bytes | None = None) -> dict[str, Any]:
     """An engine's settings with each secret replaced by its keyed digest: safe to store, and
     different wherever the real settings differ."""
-    key = key if key is not None else local_key()
-    return redact_engine(spec, lambda secret: keyed_digest(secret, key))
+    # The key is read (made, the first time) only where a secret is found.
+    return redact_engine(spec, lambda secret: keyed_digest(secret, key if key is not None else local_key()))
