@@ -39,9 +39,9 @@ def token_arrival_times(events: list[tuple[float, int]]) -> list[float]:
 # events back to back), so the engine's accepted drafts are subtracted. A client that falls behind
 # the engine (descheduled on a loaded host) also finds several events per read: on this 2-core
 # machine under other sessions' load, a pass-through proxy's healthy stream of 64 tokens at ~300
-# tok/s had 38 behind (59 %). A proxy that passes the answer every 4 KiB (10-27 events of 150-400
-# bytes per flush) puts 90-96 % behind, two pieces 97 %, a whole answer all but one: above this
-# share the stream is taken as buffered.
+# tok/s had 38 behind (59 %). A proxy that passes the answer every 4 KiB puts, by arithmetic on
+# events of 150-400 bytes (10-27 per flush), 90-96 % behind, two pieces 97 %, a whole answer all
+# but one (tests/test_attached_integrity.py refuses each): above this share the stream is buffered.
 COALESCED_SHARE_MAX = 0.75
 # A stream held back whole and then let go over reads paced just apart (each one waited, so each is
 # a delivery of its own): its first token waited for all of them, so TTFT is most of the end-to-end
