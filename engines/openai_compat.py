@@ -45,10 +45,12 @@ from whichshot.engine.process import (
 )
 from whichshot.engine.prom_metrics import counter_deltas, parse_prometheus
 from whichshot.engine.sse import MalformedStream, post_stream
-from whichshot.engine.stream import check_counts, token_deliveries
+from whichshot.engine.stream import check_counts, token_event_deliveries
 from whichshot.errors import EngineDied, EngineNotReady, WhichshotError, invalid_config
 from whichshot.hashing import sha256_file, short_id
+from whichshot.keyed import keyed_engine
 from whichshot.redact import redact_engine, redact_url
+from whichshot.shots.axes import NO_DRAFT
 from whichshot.shots.caveat import Finding, columns_from, flag, flag_false, ids
 from whichshot.telemetry.gpus import GpuUse
 
@@ -106,6 +108,12 @@ properties:
     description: "fields added to every request, e.g. {return_token_ids: true} for vLLM"
     type: object
     default: {}
+  api_key_env:
+    description: >
+      the name of an environment variable holding the server's API key, sent as
+      "Authorization: Bearer <key>" with every request; the name is recorded, the key never
+    type: string
+    pattern: "^[A-Za-z_][A-Za-z0-9_]*$"
   metrics_path:
     description: Prometheus endpoint read before and after each shot; null = none
     type: [string, "null"]
@@ -194,16 +202,18 @@ class OpenAICompat:
     @property
     def caveat_rules(self) -> tuple:
         return (server_counters_process_wide, server_attached, server_restart_undetectable,
-                engine_on_another_host)  # fmt: skip
+                engine_on_another_host, drafting_not_declared)  # fmt: skip
 
     def build(self, spec: dict[str, Any], cache_root: Path, jobs: int) -> dict[str, Any]:
         if not self.starts_processes(spec):
             return _attached_build(spec)
-        # build.json records the server's settings with any secret in them redacted; processes are
-        # started from the config's own entry (ServerSettings.engine_spec).
+        # build.json records the server's settings with any secret in them redacted, its id comes from
+        # them with each secret keyed (whichshot.keyed: two keys or batch sizes are two builds);
+        # processes are started from the config's own entry (ServerSettings.engine_spec).
         server = redact_engine(server_keys(spec))
         binary = _resolve_binary(server["argv"][0])
-        identity = {"engine": "openai", "server": server, "binary_sha256": sha256_file(binary)}
+        identity = {"engine": "openai", "server": keyed_engine(server_keys(spec)),
+                    "binary_sha256": sha256_file(binary)}  # fmt: skip
         return {
             "build_id": short_id(identity),
             "identity": identity,
@@ -239,7 +249,7 @@ class OpenAICompat:
         base_url = f"http://{LOOPBACK}:{port}"
         process, ready_s = start_until_ready(
             argv, log_path, f"{base_url}{server['ready_path']}", settings.ready_timeout_s,
-            env=_merged_env(env) if env else None,
+            env=_merged_env(env) if env else None, headers=auth_headers(server),
         )  # fmt: skip
         return OpenAIServer(process, base_url, ready_s, server, cache_state)
 
@@ -260,7 +270,28 @@ def prompt_cache_state(argv: list[str]) -> str:
 def server_keys(spec: dict[str, Any]) -> dict[str, Any]:
     """The server settings of an engine entry (defaults from the config schema; model_name alone has
     none: the first of /v1/models)."""
-    return {key: spec.get(key) for key in SERVER_KEYS}
+    return {key: spec.get(key) for key in SERVER_KEYS} | _api_key_name(spec)
+
+
+def _api_key_name(spec: dict[str, Any]) -> dict[str, str]:
+    """The API key's variable name where the entry gives one (absent otherwise: builds without it
+    keep their ids)."""
+    return {"api_key_env": spec["api_key_env"]} if spec.get("api_key_env") else {}
+
+
+def auth_headers(server: dict[str, Any]) -> dict[str, str]:
+    """The Authorization header of a server given api_key_env, its key read from the environment
+    here (never stored in the settings, shots or logs); {} without one."""
+    name = server.get("api_key_env")
+    if not name:
+        return {}
+    key = os.environ.get(name)
+    if not key:
+        raise WhichshotError(
+            f"api_key_env names the environment variable {name}, which is not set (or empty) here: "
+            f"export {name}=<the server's API key> before running"
+        )
+    return {"Authorization": f"Bearer {key}"}
 
 
 def placeholders(port: int, model_path: Path, settings: ServerSettings) -> dict[str, str]:
@@ -296,7 +327,7 @@ def _check_attach(name: str, spec: dict[str, Any]) -> None:
 
 def attach_keys(spec: dict[str, Any]) -> dict[str, Any]:
     """The settings of an attached server (base_url without a trailing slash)."""
-    server = {key: spec.get(key) for key in ATTACH_KEYS}
+    server = {key: spec.get(key) for key in ATTACH_KEYS} | _api_key_name(spec)
     server["base_url"] = server["base_url"].rstrip("/")
     return server
 
@@ -305,7 +336,7 @@ def _attached_build(spec: dict[str, Any]) -> dict[str, Any]:
     """build.json of an attached server: nothing built or hashed, its URL (credentials redacted) and
     settings recorded; whatever program answers there is the user's."""
     server = redact_engine(attach_keys(spec))
-    identity = {"engine": "openai", "attached": True, "server": server}
+    identity = {"engine": "openai", "attached": True, "server": keyed_engine(attach_keys(spec))}
     return {
         "build_id": short_id(identity),
         "identity": identity,
@@ -323,7 +354,7 @@ def _attach(settings: ServerSettings) -> "OpenAIServer":
         raise WhichshotError("an attached openai server cannot be given a speculative mode's server flags")
     server = attach_keys(settings.engine_spec)
     ready_url = f"{server['base_url']}{server['ready_path']}"
-    if not http_ok(ready_url, timeout_s=10.0):
+    if not http_ok(ready_url, timeout_s=10.0, headers=auth_headers(server)):
         raise EngineNotReady(
             f"no server answers 200 at {redact_url(ready_url)}: start it first (whichshot attaches to "
             "base_url; it never starts or stops that server)"
@@ -360,15 +391,17 @@ class OpenAIServer:
         self.server = server
         self.prompt_cache = prompt_cache
         self.warmup_observed = None  # an OpenAI-compatible server does not say whether it warmed up
+        self.headers = auth_headers(server)
         self.model_name = server["model_name"] or self._served_model()
-        self.tokenizer = TOKENIZER_APIS[server["tokenizer_api"]](base_url, self.model_name)
+        self.tokenizer = TOKENIZER_APIS[server["tokenizer_api"]](base_url, self.model_name, self.headers)
         self.context_tokens = self.tokenizer.context_tokens()
 
     def _served_model(self) -> str | None:
         """The one model /v1/models lists (None where it lists none or does not answer); a server
         that lists several is refused: which of them a shot would measure is the server's choice."""
         try:
-            models = requests.get(f"{self.base_url}/v1/models", timeout=10).json().get("data") or []
+            answer = requests.get(f"{self.base_url}/v1/models", timeout=10, headers=self.headers)
+            models = answer.json().get("data") or []
         except (requests.RequestException, ValueError, AttributeError):
             return None
         names = [str(m.get("id")) for m in models if isinstance(m, dict)]
@@ -406,13 +439,17 @@ class OpenAIServer:
         before = self._metrics()
         try:
             streamed = post_stream(f"{self.base_url}{path}", payload, request.timeout_s,
-                                   request.max_output_tokens + 4, request.on_first_token)  # fmt: skip
+                                   request.max_output_tokens + 4, request.on_first_token,
+                                   headers=self.headers)  # fmt: skip
         except requests.RequestException as exc:
             raise self._request_failure(exc) from None
         request.stream_ended()
         after = self._metrics_after(before)
         outcome = chunks_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events)
-        outcome.token_deliveries = token_deliveries(streamed.deliveries, outcome.token_event_indexes)
+        outcome.token_event_deliveries = token_event_deliveries(
+            streamed.deliveries, outcome.token_event_indexes
+        )
+        outcome.drafting_unchosen = True  # the server's flags are the user's
         # A chat template or a text prompt is the server's to tokenize: its usage counts what it prefilled.
         outcome.prompt_built_by_engine = (
             self.server["api"] == "chat" or self.server["prompt_format"] != "token_ids"
@@ -465,7 +502,7 @@ class OpenAIServer:
         if not path:
             return None
         try:
-            response = requests.get(f"{self.base_url}{path}", timeout=10)
+            response = requests.get(f"{self.base_url}{path}", timeout=10, headers=self.headers)
         except requests.RequestException:
             return None
         return response if response.status_code == 200 else None
@@ -474,7 +511,7 @@ class OpenAIServer:
         if self.process is not None:
             return self.process.request_failure(exc)
         # Not our process to watch: an attached server that no longer answers counts as gone.
-        if not http_ok(f"{self.base_url}{self.server['ready_path']}", timeout_s=5.0):
+        if not http_ok(f"{self.base_url}{self.server['ready_path']}", timeout_s=5.0, headers=self.headers):
             return EngineDied(f"the attached server at {redact_url(self.base_url)} stopped answering")
         return WhichshotError(f"request failed: {exc}")
 
@@ -565,9 +602,11 @@ class TokenizerMissing(WhichshotError):
     """The server lacks the tokenizer endpoint that tokenizer_api names."""
 
 
-def tokenizer_answer(base_url: str, path: str, body: dict[str, Any], key: str, api: str) -> Any:
+def tokenizer_answer(
+    base_url: str, path: str, body: dict[str, Any], key: str, api: str, headers: dict[str, str] | None = None
+) -> Any:
     """`key` of the server's answer to POST `path`, or one line saying what the server lacks."""
-    response = requests.post(f"{base_url}{path}", json=body, timeout=120)
+    response = requests.post(f"{base_url}{path}", json=body, timeout=120, headers=headers)
     try:
         answer = response.json()
     except ValueError:
@@ -586,11 +625,12 @@ def tokenizer_answer(base_url: str, path: str, body: dict[str, Any], key: str, a
 class LlamaServerTokenizer:
     """llama-server's /tokenize, /detokenize, /apply-template and /props."""
 
-    def __init__(self, base_url: str, model_name: str | None) -> None:
+    def __init__(self, base_url: str, model_name: str | None, headers: dict[str, str] | None = None) -> None:
         self.base_url = base_url
+        self.headers = headers or {}
 
     def _post(self, path: str, body: dict[str, Any], key: str) -> Any:
-        return tokenizer_answer(self.base_url, path, body, key, "llama_server")
+        return tokenizer_answer(self.base_url, path, body, key, "llama_server", self.headers)
 
     def tokenize(self, text: str, parse_special: bool) -> list[int]:
         body = {"content": text, "add_special": False, "parse_special": parse_special}
@@ -603,19 +643,20 @@ class LlamaServerTokenizer:
         return self._post("/apply-template", {"messages": messages}, "prompt")
 
     def context_tokens(self) -> int | None:
-        props = requests.get(f"{self.base_url}/props", timeout=10).json()
+        props = requests.get(f"{self.base_url}/props", timeout=10, headers=self.headers).json()
         return props.get("default_generation_settings", {}).get("n_ctx")
 
 
 class VllmTokenizer:
     """vLLM's /tokenize and /detokenize (written from its documented API; not run here)."""
 
-    def __init__(self, base_url: str, model_name: str | None) -> None:
+    def __init__(self, base_url: str, model_name: str | None, headers: dict[str, str] | None = None) -> None:
         self.base_url = base_url
         self.model = {"model": model_name} if model_name else {}
+        self.headers = headers or {}
 
     def _post(self, path: str, body: dict[str, Any], key: str) -> Any:
-        return tokenizer_answer(self.base_url, path, {**self.model, **body}, key, "vllm")
+        return tokenizer_answer(self.base_url, path, {**self.model, **body}, key, "vllm", self.headers)
 
     def tokenize(self, text: str, parse_special: bool) -> list[int]:
         return self._post("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")
@@ -628,7 +669,8 @@ class VllmTokenizer:
         return self.detokenize(self._post("/tokenize", body, "tokens"))
 
     def context_tokens(self) -> int | None:
-        models = requests.get(f"{self.base_url}/v1/models", timeout=10).json().get("data") or []
+        answer = requests.get(f"{self.base_url}/v1/models", timeout=10, headers=self.headers)
+        models = answer.json().get("data") or []
         return models[0].get("max_model_len") if models else None
 
 
@@ -691,4 +733,20 @@ def engine_on_another_host(shots: pd.DataFrame) -> Finding | None:
         "hardware identity, threads and physical ceilings are not measured (this machine's sensors and "
         "hardware probe describe the client only); the timings include the network between the two.",
         ids(elsewhere),
+    )
+
+
+def drafting_not_declared(shots: pd.DataFrame) -> Finding | None:
+    """Caveat: shots of the mode without drafting from an openai server that reports no draft count."""
+    none = shots[(shots["engine_kind"] == OpenAICompat.kind) & (shots["spec_mode"] == NO_DRAFT)]
+    silent = none[none["engine_draft_tokens"].isna() & none["server_spec_draft_tokens_delta"].isna()]
+    if silent.empty:
+        return None
+    return Finding(
+        "drafting_not_declared",
+        "The server reports no draft count (no timings draft_n, no draft-token counter on its /metrics): "
+        "that it did not draft in these shots of mode none rests on its events alone, each carrying about "
+        "one token (a drafting server's carry several and are refused). One that drafts a token at a time "
+        "would pass unseen: give its /metrics (vLLM, llama-server --metrics) to have it checked.",
+        ids(silent),
     )

@@ -7,6 +7,8 @@ tokens in prefill, prompt-cache hits in warm prefill, and a server on another ho
 
 import contextlib
 import dataclasses
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -124,24 +126,179 @@ def test_a_direct_stream_is_timed_and_records_zero_drafts(plain, prompt_ids, tmp
         assert record["engine_draft_tokens"] == 0 and record["server_spec_draft_tokens_delta"] == 0
 
 
-@pytest.mark.parametrize("framing", ["one", "per-event"])
-def test_a_stream_a_proxy_buffers_is_refused_in_one_line(plain, prompt_ids, tmp_path, framing):
-    with proxy(plain, tmp_path, "--buffer", framing) as url:
-        records = run(attached_ctx(tmp_path, url, prompt_ids, shots=2))
-    assert [r["status"] for r in records] == ["failed", "failed"]
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[None]:
+    """n processes spinning on the CPU: the client is descheduled now and then, as on a loaded host."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait(10)
+
+
+# Each: the proxy's options, and whether the host is loaded meanwhile. A whole answer in one write
+# (as one chunk, or one chunk per event), in two writes 5 ms apart, and passed on every 4 KiB.
+BUFFERING = {
+    "one": (["--buffer", "one"], False),
+    "per-event": (["--buffer", "per-event"], False),
+    "one, host under load": (["--buffer", "one"], True),
+    "two pieces": (["--buffer", "two"], False),
+    "every 4 KiB": (["--flush-bytes", "4096"], False),
+}
+
+
+@pytest.mark.parametrize("buffering", list(BUFFERING))
+def test_a_stream_a_proxy_buffers_is_refused_in_one_line(plain, prompt_ids, tmp_path, buffering):
+    options, loaded = BUFFERING[buffering]
+    with proxy(plain, tmp_path, *options) as url, busy_cores(2) if loaded else contextlib.nullcontext():
+        records = run(attached_ctx(tmp_path, url, prompt_ids, shots=3, output_tokens=64))
+    assert [r["status"] for r in records] == ["failed"] * 3, [r["error"] for r in records]
     for record in records:
         assert record["error"].startswith("StreamNotTimed: ") and "\n" not in record["error"]
         assert "buffered the stream" in record["error"] and record["ttft_s"] is None
         assert record["decode_tok_s"] is None and record["engine_died"] is False
 
 
+@contextlib.contextmanager
+def namespaced_link(tag: int) -> Iterator[tuple[str, str]]:
+    """A network namespace behind a 100 Mbit/s veth link (tc tbf both ways): (its name, its address)."""
+    ns, host_if, ns_if = f"ws51n{tag}", f"ws51h{tag}", f"ws51p{tag}"
+    subnet = f"10.251.{tag % 250}"
+    setup = [
+        ["ip", "netns", "add", ns],
+        ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+        ["ip", "link", "set", ns_if, "netns", ns],
+        ["ip", "addr", "add", f"{subnet}.1/30", "dev", host_if],
+        ["ip", "link", "set", host_if, "up"],
+        ["ip", "netns", "exec", ns, "ip", "addr", "add", f"{subnet}.2/30", "dev", ns_if],
+        ["ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up"],
+        ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
+        [
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            host_if,
+            "root",
+            "tbf",
+            "rate",
+            "100mbit",
+            "burst",
+            "32kbit",
+            "latency",
+            "50ms",
+        ],
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            ns_if,
+            "root",
+            "tbf",
+            "rate",
+            "100mbit",
+            "burst",
+            "32kbit",
+            "latency",
+            "50ms",
+        ],
+    ]
+    try:
+        for argv in setup:
+            done = subprocess.run(argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"no network namespace here ({' '.join(argv[:3])}: {done.stderr.strip()})")
+        yield ns, f"{subnet}.2"
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+
+
+def test_a_stream_buffered_whole_across_a_100_mbit_link_is_refused(
+    llama_server_binary,  # noqa: F811 -- the module fixtures imported above
+    model_path,  # noqa: F811
+    prompt_ids,
+    tmp_path,
+):
+    """The issue's case: a proxy that holds the whole answer, reached over a slower link (its bytes
+    come in several reads that wait), once stored ok at 78,000-103,000 tok/s."""
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        pytest.skip("no ip or tc command here: the namespaced link cannot be made")
+    with namespaced_link(os.getpid() % 10000) as (ns, address):
+        server_port, proxy_port = free_port(), free_port()
+        argv = [
+            llama_server_binary,
+            "--model",
+            str(model_path),
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(server_port),
+            "--threads",
+            "1",
+            "--ctx-size",
+            "1024",
+            "--parallel",
+            "1",
+            "--no-webui",
+            "--metrics",
+        ]
+        inside = ["ip", "netns", "exec", ns]
+        with open(tmp_path / "ns-server.log", "ab") as log:
+            server = subprocess.Popen([*inside, *argv], stdout=log, stderr=subprocess.STDOUT)
+        proxy_argv = [
+            *inside,
+            sys.executable,
+            str(PROXY),
+            str(proxy_port),
+            f"http://{LOOPBACK}:{server_port}",
+            "--buffer",
+            "one",
+            "--bind",
+            address,
+        ]
+        with open(tmp_path / "ns-proxy.log", "ab") as log:
+            front = subprocess.Popen(proxy_argv, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://{address}:{proxy_port}"
+        try:
+            deadline = time.monotonic() + 120
+            while not http_ok(f"{url}/health"):
+                assert time.monotonic() < deadline and server.poll() is None, (
+                    tmp_path / "ns-server.log"
+                ).read_text()
+                time.sleep(0.2)
+            records = run(attached_ctx(tmp_path, url, prompt_ids, shots=3, output_tokens=256))
+        finally:
+            for process in (front, server):
+                process.terminate()
+                process.wait(30)
+    assert [r["status"] for r in records] == ["failed"] * 3, [r["error"] for r in records]
+    assert all(r["error"].startswith("StreamNotTimed: ") for r in records)
+
+
+def test_a_stream_passed_on_as_it_comes_is_timed_and_counts_its_deliveries(plain, prompt_ids, tmp_path):
+    with proxy(plain, tmp_path) as url:
+        records = run(attached_ctx(tmp_path, url, prompt_ids, shots=2, output_tokens=64))
+    assert [r["status"] for r in records] == ["ok", "ok"], [r["error"] for r in records]
+    for record in records:  # a delivery per token or a few (a client on a loaded host falls behind)
+        assert 16 < record["stream_token_deliveries"] <= record["stream_token_events"] == 64
+
+
 def test_eight_tokens_per_event_are_timed_per_token_not_refused(tmp_path):
-    """A drafting engine's events of 8 tokens each, 10 ms apart (a real HTTP stream): each token is
-    timed by its event, so decode speed is the 24 tokens after the first event over its span."""
+    """A drafting engine's events of 8 tokens each, 10 ms apart (a real HTTP stream), in a drafting
+    mode: each token is timed by its event, so decode speed is the 24 tokens after the first event
+    over its span (in the mode none such events are refused: test_timing)."""
     engine = FakeEngine(["eight_per_event"])
     no_build = RealEngine(engine, {"build_id": "none"}, tmp_path / "no-model.gguf", NO_MODEL)
     job = Job(engine="llama_cpp", model="m", prompt_tokens_requested=32, protocol="warm",
-              context_tokens_requested=512, repeat=1, series_length=2)  # fmt: skip
+              context_tokens_requested=512, repeat=1, series_length=2, spec_mode="ngram")  # fmt: skip
     records = run_job(job_context(tmp_path, job, engine=engine, output_tokens=32, real=no_build),
                       JsonlJournal(tmp_path / "shots" / f"{job.job_id}.jsonl"))  # fmt: skip
     for record in records:
@@ -214,6 +371,38 @@ def test_a_restart_between_shots_makes_the_next_shot_shot_one(
     assert [r["shot_index"] for r in records] == [1, 1, 2]  # never a warm shot of the fresh process
     marks = [r["engine_process_start_mark"] for r in records]
     assert marks[0].startswith("Process-Start-Time-Unix ") and marks[0] != marks[1] == marks[2]
+
+
+# -- a server that wants an API key ----------------------------------------------------------------
+
+API_KEY = "sk-whichshot-test-7f3a91c2"  # what a user's server was started with (--api-key)
+
+
+def test_a_server_with_an_api_key_is_measured_and_the_key_is_written_nowhere(
+    llama_server_binary,  # noqa: F811 -- the module fixtures imported above
+    model_path,  # noqa: F811
+    prompt_ids,
+    tmp_path,
+    monkeypatch,
+):
+    monkeypatch.setenv("MY_SERVER_KEY", API_KEY)
+    with users_server(llama_server_binary, model_path, tmp_path, ["--api-key", API_KEY]) as url:
+        without = requests.post(f"{url}/tokenize", json={"content": "x"}, timeout=10)
+        assert without.status_code == 401  # the server does want the key
+        ctx = attached_ctx(tmp_path, url, prompt_ids, shots=2, api_key_env="MY_SERVER_KEY")
+        records = run(ctx)
+        monkeypatch.delenv("MY_SERVER_KEY")
+        with pytest.raises(WhichshotError) as unset:
+            run(attached_ctx(tmp_path / "unset", url, prompt_ids, shots=1, api_key_env="MY_SERVER_KEY"))
+    assert [r["status"] for r in records] == ["ok", "ok"], [r["error"] for r in records]
+    assert ctx.build["server"]["api_key_env"] == "MY_SERVER_KEY"
+    assert str(unset.value) == (
+        "api_key_env names the environment variable MY_SERVER_KEY, which is not set (or empty) here: "
+        "export MY_SERVER_KEY=<the server's API key> before running"
+    )
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    written = [p for p in written if not p.name.startswith("server-")]  # the server's own log, not ours
+    assert written == [] and API_KEY not in repr(records) and API_KEY not in repr(ctx.build)
 
 
 # -- third-party servers: no /tokenize, the chat template, the prompt cache -------------------------

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.shot_tables import cell, series
+from whichshot.figures.caveats.gates import struck_by
 from whichshot.figures.table import compute_figures, write_figures_from_files
 from whichshot.measure.hardware_probe import gpu_peaks, probe_cpu, probe_hardware
 from whichshot.measure.kernel_probe import AFTER
@@ -340,3 +341,24 @@ def test_the_copy_probe_splits_the_buffer_across_the_engines_threads(monkeypatch
     assert probe["copy_one_thread_bandwidth_bytes_s"] == pytest.approx(
         2 * whole / min(probe["copy_one_thread_samples_s"])
     )
+
+
+def test_a_shot_without_drafting_faster_than_its_decode_ceiling_strikes_the_decode_figures():
+    """The ceiling here is 2e10 / (1e8 + 1e4 x 72) ~ 199 tok/s: one shot at 78,000 tok/s (a stream a
+    proxy held back) is never a valid speed; the others and a drafted cell's are left alone."""
+    speeds = [{"decode_tok_s": 50.0, "prefill_tok_s": 900.0}] * 2 + [{"decode_tok_s": 78000.0,
+                                                                      "prefill_tok_s": 900.0}]  # fmt: skip
+    shots = series(cell(protocol="cold"), speeds)
+    figures, caveats = compute_figures(pd.DataFrame(shots), [], 0.7, [HARDWARE], TRAFFIC)
+    (caveat,) = [c for c in caveats if c["caveat_id"] == "shot_above_decode_ceiling"]
+    assert caveat["sentence"].startswith("1 shot(s) without drafting decoded faster than their cell's")
+    decode = [f for f in figures if f.metric == "decode_tok_s" and f.shot_index is None]
+    assert decode and all(g.caveat_id == "shot_above_decode_ceiling"
+                          for f in decode for g in struck_by({"metric": f.metric,
+                                                              "caveat_ids": f.caveat_ids}))  # fmt: skip
+    assert all(struck_by({"metric": f.metric, "caveat_ids": f.caveat_ids}) for f in decode)
+    prefill = [f for f in figures if f.metric == "prefill_tok_s" and f.shot_index is None]
+    assert prefill and not any("shot_above_decode_ceiling" in f.caveat_ids for f in prefill)
+    drafted = series(cell(protocol="cold", spec_mode="ngram"), speeds)
+    _, caveats = compute_figures(pd.DataFrame(drafted), [], 0.7, [HARDWARE], TRAFFIC)
+    assert "shot_above_decode_ceiling" not in {c["caveat_id"] for c in caveats}

@@ -113,8 +113,20 @@ def _set(section: str, key: str, value):
         (_set("report", "show_text", True), "render_report"),
         (_set("bench", "repetitions", 7), None),  # llama-bench is off: nothing reads it
         (lambda c: c.update(run_id="relabelled"), "aggregate_shots"),
+        (_set("server", "ready_timeout_s", 30), None),  # a timeout changes no finished shot
+        (_set("server", "shot_timeout_s", 60), None),
+        (lambda c: c["models"]["smollm2_135m"].update(description="another text"), None),
     ],
-    ids=["warm_fraction", "claims_file", "report", "bench_repetitions_off", "run_id"],
+    ids=[
+        "warm_fraction",
+        "claims_file",
+        "report",
+        "bench_repetitions_off",
+        "run_id",
+        "ready_timeout",
+        "shot_timeout",
+        "model_description",
+    ],
 )
 def test_what_figures_and_the_report_read_re_measures_nothing(finished, change, reruns):
     config = copy.deepcopy(finished["config"])
@@ -125,6 +137,32 @@ def test_what_figures_and_the_report_read_re_measures_nothing(finished, change, 
         assert reruns in _pending_rules(plan)
     else:
         assert _pending_rules(plan) == set()
+    assert not {"probe_hardware", "probe_kernels_after", "fetch_model"} & _pending_rules(plan)
+
+
+def test_a_dry_runs_estimate_counts_the_series_snakemake_plans(finished):
+    config = copy.deepcopy(finished["config"])
+    config["protocol"]["output_tokens"] = 12  # re-measures the grid's series
+    planned = _remeasured(_plan(finished["workdir"], config))
+    dry = run_pipeline(finished["workdir"], config, "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    line = next(line for line in dry.stderr.splitlines() if line.startswith("Estimated duration: "))
+    assert planned and f": {len(planned)} series, about " in line
+
+
+def test_a_change_to_the_figures_code_derives_the_figures_again(finished, tmp_path, monkeypatch):
+    """The figures package's code is a param of compute_figures (its id): a copy of the project whose
+    figures code differs plans compute_figures and what follows, and no series."""
+    project = tmp_path / "project"
+    shutil.copytree(
+        REPO, project, ignore=shutil.ignore_patterns("results", ".git", "__pycache__", ".snakemake")
+    )
+    module = project / "whichshot" / "figures" / "statistic.py"
+    module.write_text(module.read_text() + "\n# a fix\n")
+    workdir = _copy(finished, tmp_path)
+    monkeypatch.setattr("tests.pipeline.REPO", project)
+    plan = _plan(workdir, finished["config"])
+    assert "compute_figures" in _pending_rules(plan) and _remeasured(plan) == set()
 
 
 def test_a_new_spec_mode_measures_its_own_series_only(finished):

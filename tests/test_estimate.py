@@ -1,7 +1,9 @@
 """The grid's duration stated before it runs (issue 32): per series its rests and warm-up seconds
 exactly as the config asks, start-ups and shots at earlier speeds or a stated default."""
 
+import base64
 import itertools
+import json
 
 import pytest
 
@@ -13,6 +15,7 @@ from whichshot.measure.estimate import (
     DEFAULT_SPEEDS,
     estimate_series,
     estimate_words,
+    still_finished,
     summary_lines,
 )
 
@@ -96,7 +99,7 @@ def test_a_dry_run_of_the_workflow_prints_the_estimate_and_a_listing_does_not(tm
     assert listing.returncode == 0 and "Estimated duration" not in listing.stderr + listing.stdout
 
 
-ON_DISK = "series have their shots on disk (results/shots/)"
+ON_DISK = "series have their shots on disk, measured as now planned (results/shots/)"
 
 
 def test_series_whose_shots_are_on_disk_are_not_estimated():
@@ -125,3 +128,20 @@ def test_a_dry_run_with_every_series_measured_says_there_is_nothing_to_measure(t
     dry = pipeline.run_pipeline(tmp_path, given, "--dry-run")
     (told,) = [line for line in dry.stderr.splitlines() if line.startswith("Estimated duration: ")]
     assert told == f"Estimated duration: smoke: nothing to measure: all {len(jobs)} {ON_DISK}"
+
+
+def test_a_series_whose_plan_changed_since_its_shots_is_not_finished(tmp_path):
+    """As Snakemake judges it: the shots on disk, and its record of run_series's params is this plan
+    (no record: Snakemake reruns nothing for params, so the series stays finished)."""
+    shots = tmp_path / "results" / "shots" / "j.jsonl"
+    metadata = tmp_path / "metadata"
+    plan = {"job": {"job_id": "j"}, "bench": {"repetitions": 3}}
+    assert not still_finished(shots, plan, metadata)
+    shots.parent.mkdir(parents=True)
+    shots.write_text("{}\n")
+    assert still_finished(shots, plan, metadata)
+    metadata.mkdir()
+    record = metadata / base64.urlsafe_b64encode(str(shots).encode()).decode()
+    record.write_text(json.dumps({"rule": "run_series", "params": json.dumps([repr(plan)])}))
+    assert still_finished(shots, plan, metadata)
+    assert not still_finished(shots, {**plan, "bench": {"repetitions": 5}}, metadata)

@@ -126,7 +126,8 @@ def test_the_request_clock_starts_once_the_body_is_built(tmp_path, monkeypatch):
 
 def test_a_failed_precondition_shot_is_recorded_and_the_series_goes_on(tmp_path):
     """The unmeasured warm-up before a warm series' shot 1 gets an error: that shot is recorded as
-    failed with the reason (one line), the series goes on in the same live process, and a rerun
+    failed with the reason (one line), the warm-up is done again in the same live process before
+    the series goes on (its later shots are not timed warm after a cut-short warm-up), and a rerun
     finds the series complete instead of failing the same way again."""
     engine = FakeEngine(["error_event", "ok"])
     no_build = RealEngine(engine, {"build_id": "none"}, tmp_path / "no-model.gguf", NO_MODEL)
@@ -141,7 +142,11 @@ def test_a_failed_precondition_shot_is_recorded_and_the_series_goes_on(tmp_path)
     )
     assert records[0]["engine_died"] is False and records[0]["output_tokens"] is None
     assert engine.starts == 1 and len({r["process_id"] for r in records}) == 1
-    assert [r["shot_index"] for r in records] == [1, 2, 3]  # the failed warm-up request was served
+    # The cut-short warm-up is done again before shot 2: it follows a whole one, like shot 1 would have.
+    assert records[0]["precondition_shots"] == 0 and records[1]["precondition_shots"] >= 1
+    assert records[2]["precondition_shots"] == records[1]["precondition_shots"]
+    # The failed warm-up request and the second warm-up's were served: the shot index counts them.
+    assert records[1]["shot_index"] == 2 + records[1]["precondition_shots"]
     again = run_job(job_context(tmp_path, job, engine=engine, real=no_build), journal)
     assert [r["wall_start_utc"] for r in again] == [r["wall_start_utc"] for r in records]
     assert engine.starts == 1  # nothing left to measure: no process started

@@ -14,6 +14,7 @@ from engines.llama_cpp import cmake_flags, server_argv, speculative_args
 from tests.pipeline import REPO
 from whichshot.engine.base import ServerSettings
 from whichshot.engine.process import LOOPBACK
+from whichshot.errors import WhichshotError
 from whichshot.redact import redact_environment
 
 PYTHON_SOURCES = sorted(
@@ -201,3 +202,22 @@ def test_engine_secrets_never_reach_build_json_or_the_archived_config():
     assert kept["env"]["OMP_NUM_THREADS"] == "2" and kept["request_extra"]["return_token_ids"] is True
     assert kept["argv"][1:4] == ["--api-key", "<redacted>", "--hf-token=<redacted>"]
     assert kept["argv"][7] == "http://<redacted>@proxy:3128"
+
+
+def test_an_api_key_is_read_from_the_variable_the_config_names_and_only_its_name_is_kept(monkeypatch):
+    from engines.openai_compat import auth_headers
+    from whichshot.config import with_defaults
+    from whichshot.engine import load_engine
+
+    spec = {"kind": "openai", "base_url": "http://127.0.0.1:8080", "api_key_env": "SERVER_KEY"}
+    spec = with_defaults({"engines": {"srv": spec}})["engines"]["srv"]
+    monkeypatch.setenv("SERVER_KEY", "sk-secret-value")
+    build = load_engine("openai").build(spec, Path("/tmp"), 1)
+    assert build["server"]["api_key_env"] == "SERVER_KEY" and "sk-secret-value" not in json.dumps(build)
+    assert auth_headers(build["server"]) == {"Authorization": "Bearer sk-secret-value"}
+    no_key = {k: v for k, v in spec.items() if k != "api_key_env"}
+    assert "api_key_env" not in load_engine("openai").build(no_key, Path("/tmp"), 1)["server"]
+    assert auth_headers(no_key) == {}
+    monkeypatch.delenv("SERVER_KEY")
+    with pytest.raises(WhichshotError, match="^api_key_env names the environment variable SERVER_KEY"):
+        auth_headers(build["server"])

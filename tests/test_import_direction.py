@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES: dict[str, tuple[str, ...]] = {  # lowest first; "x/" names a folder, the longest entry wins
     "base": ("whichshot/__init__.py", "whichshot/errors.py", "whichshot/hashing.py", "whichshot/atomic.py",
              "whichshot/cache.py", "whichshot/tables.py", "whichshot/schemas/", "whichshot/redact.py",
+             "whichshot/keyed.py", "whichshot/snakemake_record.py",
              "whichshot/pypi.py", "whichshot/tell.py"),
     "shots": ("whichshot/shots/",),
     "machine": ("whichshot/telemetry/", "whichshot/host.py", "whichshot/cluster.py"),

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.pipeline import REPO
 from whichshot import pypi
@@ -183,6 +184,38 @@ def test_a_crafted_tar_is_refused_before_anything_is_written(tmp_path, monkeypat
     assert named in str(refused.value) and "\n" not in str(refused.value)
     assert victim.read_text() == "precious" and not Path(ABSOLUTE).exists()
     assert sorted(p.name for p in shelf.iterdir()) == ["bad.tar"]  # no bundle folder, no scratch left
+
+
+@FILTERS
+def test_a_tar_made_inside_the_bundle_unpacks_below_a_folder_named_after_it(tmp_path, monkeypatch, filters):
+    """`tar cf x.tar .` run inside the bundle: a "." member and the files at the top, once an IndexError."""
+    without_filters(monkeypatch, filters)
+    root = small_bundle(tmp_path / "b")
+    (root / "sub").mkdir()
+    (root / "sub" / "data.txt").write_text("x")
+    write_manifest(root)
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    if shutil.which("tar"):
+        subprocess.run(["tar", "cf", str(shelf / "x.tar"), "."], cwd=root, check=True)
+    else:
+        with tarfile.open(shelf / "x.tar", "w") as archive:
+            archive.add(root, arcname=".")
+    with tarfile.open(shelf / "x.tar") as archive:
+        assert "." in {m.name.rstrip("/") for m in archive.getmembers()}
+    assert installer.unpacked(shelf / "x.tar") == shelf / "x"
+    assert (shelf / "x" / "sub" / "data.txt").read_text() == "x" and installer.verify(shelf / "x") == []
+
+
+def test_a_dot_tar_without_a_manifest_is_refused_in_one_line(tmp_path):
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "a.txt").write_text("a")
+    (tmp_path / "loose" / "b.txt").write_text("b")
+    with tarfile.open(tmp_path / "x.tar", "w") as archive:
+        archive.add(tmp_path / "loose", arcname=".")
+    with pytest.raises(installer.BundleError, match="one top folder") as refused:
+        installer.unpacked(tmp_path / "x.tar")
+    assert "\n" not in str(refused.value)
 
 
 @FILTERS
@@ -409,3 +442,21 @@ def test_a_vllm_engine_brings_its_wheels_and_the_printed_command_points_pip_ther
     config = {"file": "configs/cpu-vllm.yaml", "local_models": {}}
     command = installer.run_command(tmp_path, tmp_path / "venv", tmp_path / "cache", 2, config, dest)
     assert "PIP_NO_INDEX=1" in command and f"PIP_FIND_LINKS={dest}" in command
+
+
+def test_building_a_bundle_names_the_secrets_its_configs_carry(tmp_path, capsys):
+    config = tmp_path / "mine.yaml"
+    config.write_text(
+        "engines:\n  srv:\n    kind: openai\n"
+        "    argv: [server, --api-key, sk-1, --max-num-batched-tokens, '512']\n"
+        "    env: {HF_TOKEN: hf_x, OMP_NUM_THREADS: '2'}\n  plain: {kind: openai, base_url: 'http://u:p@h:1'}\n"
+    )
+    build.warn_of_secrets(config, yaml.safe_load(config.read_text()))
+    warned = capsys.readouterr().err.strip()
+    assert warned == (
+        f"warning: {config} carries what looks like secrets, copied into the bundle as written: "
+        "engines.srv.argv[2], engines.srv.env.HF_TOKEN, engines.plain.base_url; an attached server's key "
+        "can come from an environment variable instead (api_key_env)"
+    )
+    build.warn_of_secrets(config, {"engines": {"srv": {"kind": "openai", "argv": ["server", "--port", "1"]}}})
+    assert capsys.readouterr().err == ""

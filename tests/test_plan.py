@@ -4,13 +4,17 @@ rule of docs/protocol.md's "What re-measures what" (tests/test_e2e_rerun.py chec
 Snakemake's own plan of a finished run)."""
 
 import copy
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.pipeline import filled_config
+from whichshot.config import check_config, with_defaults
+from whichshot.engine import load_engine
 from whichshot.measure.grid import all_jobs
-from whichshot.measure.plan import series_plan
+from whichshot.measure.plan import PlanNotOfConfig, engine_of_plan, series_plan, settings_sha256
 from whichshot.shots.axes import BASE_WORKLOAD
 
 NGRAM = {"type": "ngram-simple", "options": {"spec-ngram-simple-size-n": 4, "spec-ngram-simple-size-m": 16}}
@@ -120,8 +124,24 @@ def test_an_engine_setting_re_measures_every_series_of_that_engine():
     for key, value in (("threads", 1), ("gpu_layers", 99)):
         changed, _ = _remeasured(lambda c, k=key, v=value: c["engines"]["llama_cpp"].update({k: v}))
         assert changed == kinds["all"], key
-    changed, _ = _remeasured(_set("server", "shot_timeout_s", 60))  # a shot it cut short would not be
-    assert changed == kinds["all"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("port", 8089), ("ready_timeout_s", 30), ("shot_timeout_s", 60)])
+def test_the_port_and_timeouts_re_measure_nothing(key, value):
+    # A finished shot is what it is whatever they were: they reach the job from the config, not its plan.
+    assert _remeasured(_set("server", key, value)) == (set(), set())
+
+
+def test_bench_repetitions_reach_only_the_repeats_that_run_a_bench_tool():
+    base = _base()
+    base["protocol"]["repeats"] = 3
+    base["bench"]["repeats"] = 1
+    plans = _plans(base)
+    benched = {job for job, plan in plans.items() if "repetitions" in plan["bench"]}
+    assert benched and all(plans[job]["job"]["repeat"] == 1 for job in benched)
+    later = {job for job, plan in plans.items() if plan["job"]["repeat"] > 1 and "repeats" in plan["bench"]}
+    assert later  # they know why they run no tool, and nothing of how it would run
+    assert _remeasured(_set("bench", "repetitions", 9), base) == (benched, set())
 
 
 def test_a_new_spec_mode_adds_its_series_and_alters_no_other():
@@ -188,3 +208,41 @@ def test_the_order_of_the_configs_keys_changes_no_plan():
         return {job: repr(plan) for job, plan in plans.items()}  # Snakemake compares the params' repr
 
     assert reprs(_plans(config)) == reprs(_plans(reordered))
+
+
+# -- settings hashed before redaction (issue 51) ----------------------------------------------------
+
+
+def _openai_plan(argv_tail: list[str], **given) -> dict:
+    config = filled_config("smoke")
+    argv = ["llama-server", "--host", "{host}", "--port", "{port}", "-m", "{model}", *argv_tail]
+    config["engines"] = {"srv": {**config["engines"]["llama_cpp"], "kind": "openai", "argv": argv, **given}}
+    config["engines"]["srv"] = {k: v for k, v in config["engines"]["srv"].items()
+                                if k in ("kind", "argv", "threads", "env")}  # fmt: skip
+    config = check_config(config)
+    job = next(job for job in all_jobs(config) if job.protocol == "warm")
+    return series_plan(config, job), config
+
+
+def test_a_batching_flag_is_a_setting_not_a_secret():
+    plans = {size: _openai_plan(["--max-num-batched-tokens", size])[0] for size in ("512", "8192")}
+    assert plans["512"]["engine"]["argv"][-2:] == ["--max-num-batched-tokens", "512"]  # in clear
+    assert settings_sha256(plans["512"]) != settings_sha256(plans["8192"])
+    spec = {"kind": "openai", "argv": ["python3", "--max-num-batched-tokens", "512"], "threads": 2}
+    spec = with_defaults({"engines": {"srv": spec}})["engines"]["srv"]
+    builds = [load_engine("openai").build({**spec, "argv": ["python3", "--max-num-batched-tokens", size]},
+                                          Path("/tmp"), 1) for size in ("512", "8192")]  # fmt: skip
+    assert builds[0]["server"]["argv"] == ["python3", "--max-num-batched-tokens", "512"]
+    assert builds[0]["build_id"] != builds[1]["build_id"]
+
+
+def test_a_secret_is_hashed_keyed_and_never_in_the_plan():
+    (plan_a, config_a), (plan_b, _) = (_openai_plan(["--api-key", key]) for key in ("sk-aaaa", "sk-bbbb"))
+    assert "sk-aaaa" not in json.dumps(plan_a) and "sk-bbbb" not in json.dumps(plan_b)
+    digest = plan_a["engine"]["argv"][-1]
+    assert digest.startswith("hmac-sha256:") and digest != plan_b["engine"]["argv"][-1]
+    assert digest != "hmac-sha256:" + hashlib.sha256(b"sk-aaaa").hexdigest()  # keyed, not a plain hash
+    assert settings_sha256(plan_a) != settings_sha256(plan_b)
+    assert engine_of_plan(plan_a, config_a)["argv"][-1] == "sk-aaaa"  # the job gets it from the config
+    with pytest.raises(PlanNotOfConfig, match=r"^engines\.srv in the config differs"):
+        engine_of_plan(plan_b, config_a)

@@ -39,3 +39,16 @@ def test_every_committed_reference_is_what_this_code_derives():
         f"  re-derive it: python tools/rederive_reference.py {run_dir.relative_to(REPO)}"
         for run_dir, lines in stale.items()
     )
+
+
+def test_the_tool_answers_help_and_names_a_folder_without_shots(tmp_path):
+    import subprocess
+
+    tool = [sys.executable, str(REPO / "tools" / "rederive_reference.py")]
+    helped = subprocess.run([*tool, "--help"], capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and "--check" in helped.stdout and "Traceback" not in helped.stderr
+    missing = subprocess.run([*tool, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip() == (
+        f"{tmp_path}: no shots.parquet there (RUN_DIR is a finished run's folder)"
+    )

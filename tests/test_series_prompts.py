@@ -2,13 +2,15 @@
 prompts file names the same file for every series whose entries it left as they were, and another
 for exactly those it changed."""
 
+import base64
 import copy
 import json
 
 import pytest
 
+from tests.pipeline import load_config, run_pipeline
 from whichshot.errors import WhichshotError
-from whichshot.prepare.series_prompts import series_prompts_path, write_series_prompts
+from whichshot.prepare.series_prompts import series_prompts_path, unrecorded_stale, write_series_prompts
 
 
 def _prompt(tokens: int, variant: str, offset: int = 0) -> dict:
@@ -93,3 +95,35 @@ def test_a_name_the_prompts_file_no_longer_holds_is_refused_with_one_line(tmp_pa
     assert "\n" not in str(caught.value) and not stale.exists()
     with pytest.raises(WhichshotError, match="holds no prompts entry '256'"):
         series_prompts_path(built, "prompts", "256")
+
+
+def test_a_stale_prompts_file_without_its_snakemake_record_is_named_to_delete(tmp_path):
+    built = tmp_path / "results" / "prompts" / "e" / "m.json"
+    built.parent.mkdir(parents=True)
+    _write(built, PROMPTS)
+    metadata = tmp_path / ".snakemake" / "metadata"
+    assert unrecorded_stale({built: [("prompts", "64")]}, metadata) is None  # it holds what is needed
+    assert unrecorded_stale({built: [("prompts", "512")]}, metadata) == (
+        f"{built} was made for other settings (the prompts file holds no prompts entry '512') and "
+        f"Snakemake has no record of it in {metadata} to rebuild it by: delete {built} and run again"
+    )
+    metadata.mkdir(parents=True)  # a record: Snakemake reruns build_prompts on changed params itself
+    (metadata / base64.urlsafe_b64encode(str(built).encode()).decode()).write_text("{}")
+    assert unrecorded_stale({built: [("prompts", "512")]}, metadata) is None
+
+
+def test_a_dry_run_on_a_stale_unrecorded_prompts_file_ends_in_one_line(tmp_path):
+    config = load_config("smoke")
+    lengths = config["prompts"]["lengths"]
+    built = tmp_path / "results" / "prompts" / "llama_cpp" / "smollm2_135m.json"
+    built.parent.mkdir(parents=True)
+    other = {**PROMPTS, "prompts": {f"{n + 1}A": _prompt(n + 1, "A") for n in lengths}}
+    _write(built, other)
+    result = run_pipeline(tmp_path, config, "--dry-run", timeout_s=600)
+    relative, said = built.relative_to(tmp_path), result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in said and "InputFunctionException" not in said
+    assert (
+        f"{relative} was made for other settings (the prompts file holds no prompts entry '{lengths[0]}') "
+        f"and Snakemake has no record of it in .snakemake/metadata to rebuild it by: delete {relative} "
+        "and run again"
+    ) in said.splitlines()

@@ -16,6 +16,7 @@ hardware/probe*.json and traffic/*.json (then the ceilings too) and config.yaml 
 (then the claims' verdicts too). RUN_ID defaults to the shots' own run_id.
 """
 
+import argparse
 import math
 import numbers
 import shutil
@@ -175,16 +176,40 @@ def check(run_dirs: list[Path]) -> int:
     return 1 if stale else 0
 
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
-    if args[:1] == ["--check"]:
-        sys.exit(check([Path(a).resolve() for a in args[1:]] or references()))
-    if args == ["--all"]:
+def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.strip().splitlines()[0],
+        epilog="\n".join(__doc__.strip().splitlines()[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--all", action="store_true", help="re-derive every committed reference in place")
+    what.add_argument("--check", action="store_true", help="list differences, write nothing; exit 1 if any")
+    parser.add_argument("paths", nargs="*", metavar="RUN_DIR [RUN_ID]", help="a run folder (and its run id)")
+    args = parser.parse_args(argv)
+    if args.all and args.paths:
+        parser.error("--all takes no RUN_DIR")
+    if not (args.all or args.check) and not 1 <= len(args.paths) <= 2:
+        parser.error("give RUN_DIR [RUN_ID], --all or --check [RUN_DIR ...]")
+    return args
+
+
+def cli(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    if args.check:
+        return check([Path(a).resolve() for a in args.paths] or references())
+    if args.all:
         for reference in references():
             print(reference.relative_to(REPO), flush=True)
             main(reference)
-        sys.exit(0)
-    if not args or len(args) > 2:
-        print(__doc__.strip(), file=sys.stderr)
-        sys.exit(2)
-    main(Path(args[0]), args[1] if len(args) == 2 else None)
+        return 0
+    run_dir = Path(args.paths[0])
+    if not (run_dir / "shots.parquet").is_file():
+        print(f"{run_dir}: no shots.parquet there (RUN_DIR is a finished run's folder)", file=sys.stderr)
+        return 2
+    main(run_dir, args.paths[1] if len(args.paths) == 2 else None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

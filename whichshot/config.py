@@ -308,3 +308,13 @@ def _problem(error: jsonschema.ValidationError) -> str:
         # one value or a list of them: the value's own branch says what it may be
         return next((e.message for e in error.context if e.validator == "enum"), error.message)
     return error.message
+
+
+# A model entry's keys that make no file: its description, and whether it is measured or only a donor.
+MODEL_ENTRY_NOTES = ("description", "measure")
+
+
+def model_file_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """What of a model entry makes its file (packages, path, sha256, synthetic): fetch_model's
+    params, so a new description fetches nothing again."""
+    return {key: value for key, value in spec.items() if key not in MODEL_ENTRY_NOTES}

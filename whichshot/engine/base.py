@@ -101,10 +101,18 @@ class ShotOutcome:
     prompt_built_by_engine: bool = False
     # The model id the engine's answer named (an OpenAI server's `model` field); None: not said.
     served_model: str | None = None
-    # How many deliveries of the stream (engine.sse) carried the token events (None: not known),
-    # and which of the stream's events were the token events.
-    token_deliveries: int | None = None
+    # Which of the stream's events were the token events, and the delivery (engine.sse) each came
+    # in (None: not known).
     token_event_indexes: list[int] = field(default_factory=list)
+    token_event_deliveries: list[int] | None = None
+    # True where the server runs with flags whichshot did not choose (an openai engine: a user's argv
+    # or a server it attached to): it may draft without whichshot asking, and without saying so.
+    drafting_unchosen: bool = False
+
+    @property
+    def token_deliveries(self) -> int | None:
+        """How many deliveries carried the token events (None: not known)."""
+        return None if self.token_event_deliveries is None else len(set(self.token_event_deliveries))
 
 
 class RunningEngine(Protocol):

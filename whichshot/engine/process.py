@@ -285,22 +285,27 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
-def http_ok(url: str, timeout_s: float = 1.0) -> bool:
+def http_ok(url: str, timeout_s: float = 1.0, headers: dict[str, str] | None = None) -> bool:
     """True when GET `url` answers 200."""
     try:
-        return requests.get(url, timeout=timeout_s).status_code == 200
+        return requests.get(url, timeout=timeout_s, headers=headers).status_code == 200
     except requests.RequestException:
         return False
 
 
 def start_until_ready(
-    argv: list[str], log_path: Path, health_url: str, timeout_s: float, env: dict[str, str] | None = None
+    argv: list[str],
+    log_path: Path,
+    health_url: str,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[EngineProcess, float]:
     """Start an engine and wait for its health URL, then check that the engine itself answered
     there, on loopback only (check_serving); a process that fails either is stopped."""
     process = EngineProcess(argv, log_path, env=env)
     try:
-        ready_s = process.wait_ready(lambda: http_ok(health_url), timeout_s)
+        ready_s = process.wait_ready(lambda: http_ok(health_url, headers=headers), timeout_s)
         process.check_serving(urlsplit(health_url).port)
         return process, ready_s
     except BaseException:

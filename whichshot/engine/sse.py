@@ -40,13 +40,16 @@ def post_stream(
     max_events: int,
     on_first_event: Callable[[], None] | None = None,
     enough: Callable[[list[tuple[float, dict[str, Any]]]], bool] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> StreamedResponse:
     """POST `payload` with stream=true and timestamp every `data:` event on the monotonic clock as
     its bytes are read, with its delivery (measure.timing refuses a shot whose tokens all came in
     one); `on_first_event` is called once the first event is stored (it must not block). Where
     `enough` says the events so far suffice, reading stops and the connection closes (a server that
-    sees it close ends the request: a probe that needs part of a long answer waits for no more)."""
-    headers = {"Connection": "close", "Accept": "text/event-stream", "Content-Type": "application/json"}
+    sees it close ends the request: a probe that needs part of a long answer waits for no more).
+    headers are added to the request's own (an attached server's Authorization)."""
+    headers = {"Connection": "close", "Accept": "text/event-stream", "Content-Type": "application/json",
+               **(headers or {})}  # fmt: skip
     body = json.dumps(payload).encode("utf-8")  # built first: the clock starts as the bytes go out
     record = StreamedResponse(t_request_s=time.monotonic())
     with requests.post(url, data=body, stream=True, timeout=timeout_s, headers=headers) as resp:

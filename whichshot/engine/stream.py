@@ -28,13 +28,13 @@ def stream_completion(url: str, payload: dict[str, Any], request: ShotRequest) -
     streamed = post_stream(url, payload, request.timeout_s, limit, request.on_first_token)
     request.stream_ended()
     outcome = stream_outcome(streamed.t_request_s, streamed.t_end_s, streamed.events, request)
-    outcome.token_deliveries = token_deliveries(streamed.deliveries, outcome.token_event_indexes)
+    outcome.token_event_deliveries = token_event_deliveries(streamed.deliveries, outcome.token_event_indexes)
     return outcome
 
 
-def token_deliveries(deliveries: list[int], token_event_indexes: list[int]) -> int:
-    """How many of the stream's deliveries carried its token events."""
-    return len({deliveries[i] for i in token_event_indexes})
+def token_event_deliveries(deliveries: list[int], token_event_indexes: list[int]) -> list[int]:
+    """The delivery each token event of the stream came in."""
+    return [deliveries[i] for i in token_event_indexes]
 
 
 def stream_outcome(t_request_s: float, t_end_s: float, events: list, request: ShotRequest) -> ShotOutcome:

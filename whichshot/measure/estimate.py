@@ -18,6 +18,7 @@ import pandas as pd
 from whichshot.engine import load_engine
 from whichshot.measure.grid import Job, all_jobs
 from whichshot.shots.axes import BASE_WORKLOAD, TRACE_WORKLOAD
+from whichshot.snakemake_record import METADATA, params_as_recorded, record_of, recorded_params
 
 DEFAULT_SHOTS = Path("results/shots.parquet")
 TRACE_OUTPUT_TOKENS = 256  # a trace request's output budget when the config gives none
@@ -130,7 +131,7 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate], finis
     """The estimate in words: the total with its parts, then one line per engine, model and part;
     `finished` series (their shots on disk) are not among the estimates and are said apart."""
     run = config.get("run_id", "run")
-    on_disk = f"{finished} series have their shots on disk (results/shots/)"
+    on_disk = f"{finished} series have their shots on disk, measured as now planned (results/shots/)"
     if not estimates:
         return [f"{run}: nothing to measure: all {on_disk}" if finished else f"{run}: no series"]
     total = sum(e.total_s for e in estimates)
@@ -175,3 +176,13 @@ def estimate_words(
     shots = pd.read_parquet(shots_path) if Path(shots_path).exists() else None
     estimates = [e for e in estimate_series(config, shots) if e.job.job_id not in finished]
     return "\n".join(summary_lines(config, estimates, len(finished)))
+
+
+def still_finished(shots_file: Path, plan: dict[str, Any], metadata_dir: Path = METADATA) -> bool:
+    """Whether a series needs no measuring again, as Snakemake will judge it: its shots are on disk
+    and the plan they were measured with (Snakemake's record of run_series's params) is this one. A
+    record that is gone leaves the series as it is (Snakemake then reruns nothing for its params)."""
+    if not shots_file.exists():
+        return False
+    record = record_of(shots_file, metadata_dir)
+    return record is None or recorded_params(record) == params_as_recorded(plan)

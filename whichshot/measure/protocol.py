@@ -149,6 +149,10 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
                 state, process_seq = restarted, process_seq + 1
             if warm_up_failed is not None:
                 record, warm_up_failed = _precondition_failed(ctx, state, position, warm_up_failed), None
+                # The warm-up was cut short: the next shot of this process waits for a whole one, else
+                # it would be timed warm after less preconditioning than its series promises.
+                rewarm = not record["engine_died"] and position < ctx.job.series_length
+                warm_up_failed = _precondition(ctx, state) if rewarm else None
             else:
                 record = _run_shot(ctx, state, position)
             with _writable(journal):
@@ -429,7 +433,10 @@ def _send(ctx: JobContext, state: _ProcessState, request: ShotRequest) -> list[S
     else:
         outcomes = state.server.shot_streams(request, ctx.job.parallel_streams)
     for outcome in outcomes:
-        check_outcome(ctx.job.spec_mode, outcome)
+        prefilled = (
+            outcome.prompt_tokens_engine if outcome.prompt_built_by_engine else len(request.prompt_token_ids)
+        )
+        check_outcome(ctx.job.spec_mode, outcome, prefilled)
     return outcomes
 
 

@@ -25,6 +25,7 @@ def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
     fields["first_token_mono_s"] = arrivals[0] if arrivals else None
     fields["last_token_mono_s"] = arrivals[-1] if arrivals else None
     fields["stream_token_events"] = len(outcome.token_events)
+    fields["stream_token_deliveries"] = outcome.token_deliveries
     return fields
 
 
@@ -116,8 +117,8 @@ def empty_result_fields() -> dict[str, Any]:
         "first_token_mono_s", "last_token_mono_s", "engine_prompt_tokens", "engine_prompt_ms",
         "engine_prefill_tok_s", "engine_output_tokens", "engine_decode_ms", "engine_decode_tok_s",
         "engine_cached_tokens", "engine_draft_tokens", "engine_draft_accepted", "engine_draft_mean_len",
-        "engine_ttft_s", "engine_itl_mean_s", "engine_steps", "stream_token_events", "stop_reason",
-        "prefill_tokens", "engine_model_id",
+        "engine_ttft_s", "engine_itl_mean_s", "engine_steps", "stream_token_events",
+        "stream_token_deliveries", "stop_reason", "prefill_tokens", "engine_model_id",
         "output_text", "output_sha256", "output_tokens_streamed", "output_ids_source", "extra_requests",
     ]  # fmt: skip
     fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS, *STREAM_COLUMNS])

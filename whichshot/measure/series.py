@@ -14,10 +14,10 @@ from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import process_tree
 from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
-from whichshot.measure.grid import Job
+from whichshot.measure.grid import all_jobs
 from whichshot.measure.peer import peer_step
 from whichshot.measure.placement import check_on_its_node
-from whichshot.measure.plan import SeriesInputs, job_context
+from whichshot.measure.plan import SeriesInputs, engine_of_plan, job_context
 from whichshot.measure.progress import grid_progress
 from whichshot.measure.protocol import JobContext, SeriesShots, measure_job
 from whichshot.measure.verify_cost import run_verify_probe, verify_plan
@@ -180,12 +180,14 @@ def measure_series(
 
 
 def run_planned_series(
-    plan: dict[str, Any], inputs: SeriesInputs, outputs: SeriesOutputs, grid: list[Job]
+    plan: dict[str, Any], inputs: SeriesInputs, outputs: SeriesOutputs, config: dict[str, Any]
 ) -> None:
-    """A run_series job: the series its plan (measure.plan) describes, on its node, with each
-    shot's place in the grid (every series of the run) told as it starts."""
+    """A run_series job: the series its plan (measure.plan) describes, its engine's secrets from the
+    config, on its node, with each shot's place in the grid (every series of the run) told as it
+    starts."""
     identity = host_identity()
-    ctx = job_context(plan, inputs, identity)
+    ctx = job_context(plan, inputs, identity, engine_of_plan(plan, config), config["server"])
+    grid = all_jobs(config)
     check_on_its_node(ctx.job, identity["slurm_node"], identity["hostname"])
     progress = grid_progress(grid, outputs.shots.parent)
     job = ctx.job

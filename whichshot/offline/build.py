@@ -26,6 +26,7 @@ from whichshot.cache import cache_root
 from whichshot.errors import WhichshotError
 from whichshot.offline import installer
 from whichshot.prepare.models import fetch_model
+from whichshot.redact import secret_places
 
 REPO = Path(__file__).resolve().parents[2]
 # pip's "--platform manylinux2014_x86_64" means glibc 2.17; its legacy names and their glibc versions.
@@ -47,6 +48,8 @@ def build_bundle(
     loaded = {_stem(path): (path, yaml.safe_load(path.read_text(encoding="utf-8"))) for path in configs}
     if len(loaded) != len(configs):
         raise WhichshotError("two --config files share a file name; the bundle keeps them side by side")
+    for path, config in loaded.values():
+        warn_of_secrets(path, config)
     tar = out.suffix == ".tar"
     name = out.stem if tar else out.name
     if out.exists():
@@ -65,6 +68,19 @@ def build_bundle(
         else:
             root.rename(out)
     return summary
+
+
+def warn_of_secrets(path: Path, config: Any) -> None:
+    """Say (stderr) which values of a config the bundle carries in clear that look like secrets: the
+    bundle copies configs as they are, and whoever receives it can read them."""
+    places = secret_places(config) if isinstance(config, dict) else []
+    if places:
+        print(
+            f"warning: {path} carries what looks like secrets, copied into the bundle as written: "
+            f"{', '.join(places)}; an attached server's key can come from an environment variable "
+            "instead (api_key_env)",
+            file=sys.stderr,
+        )
 
 
 def _fill(

@@ -110,7 +110,7 @@ def unpacked(bundle: Path) -> Path:
     if not bundle.is_file() or not tarfile.is_tarfile(bundle):
         raise BundleError(f"{bundle} is neither a bundle folder nor a tar file")
     with tarfile.open(bundle) as archive:
-        members = archive.getmembers()
+        members = _rooted(bundle, archive.getmembers())
         top = _checked_members(bundle, members)
         root = bundle.parent / top
         if root.exists():
@@ -130,6 +130,28 @@ def checked(root: Path) -> Path:
     if problems:
         raise BundleError(f"{root} does not match its manifest: " + "; ".join(problems[:5]))
     return root
+
+
+def _rooted(bundle: Path, members: list[tarfile.TarInfo]) -> list[tarfile.TarInfo]:
+    """The members below one top folder. `tar cf x.tar .` inside the bundle's folder writes a "."
+    member and the bundle's files at the top: they go below a folder named after the tar (x)."""
+    members = [m for m in members if PurePosixPath(m.name).parts]  # "." and "./" are the folder itself
+    names = {PurePosixPath(m.name) for m in members}
+    if PurePosixPath(MANIFEST) not in names or not all(_inside(m.name) for m in members):
+        return members
+    top = _tar_stem(bundle.name)
+    for member in members:
+        member.name = f"{top}/{PurePosixPath(member.name).as_posix()}"
+        if member.islnk() and _inside(member.linkname):
+            member.linkname = f"{top}/{PurePosixPath(member.linkname).as_posix()}"
+    return members
+
+
+def _tar_stem(name: str) -> str:
+    for suffix in (".tar.gz", ".tar.xz", ".tar.bz2", ".tgz", ".tar"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name + ".d"
 
 
 def _checked_members(bundle: Path, members: list[tarfile.TarInfo]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from whichshot.atomic import write_json_atomic
 from whichshot.errors import WhichshotError
 from whichshot.hashing import canonical_json, sha256_text
+from whichshot.snakemake_record import record_of
 
 # Where a series' entries lie in a prompts file: the grid's variants of one length (build_prompts'
 # "prompts"), one workload's prompt ("workloads"), one request of a trace (build_trace_prompts').
@@ -75,3 +76,23 @@ def _parsed(text: str) -> dict[str, Any]:
     """A prompts file's contents, parsed once: every series of a model reads it as the DAG is made
     (keyed by the text itself, so a file rewritten in the same clock tick is never read stale)."""
     return json.loads(text)
+
+
+def unrecorded_stale(needed: dict[Path, list[tuple[str, str]]], metadata_dir: Path) -> str | None:
+    """One line naming a prompts file that lacks an entry a series needs and that Snakemake will not
+    rebuild because its record in metadata_dir (.snakemake/metadata) is gone (a changed prompt
+    length is a rerun trigger only through that record); None where there is none. needed: each
+    prompts file and the (section, key) entries its series send."""
+    for path, entries in sorted(needed.items()):
+        if not path.is_file() or record_of(path, metadata_dir) is not None:
+            continue
+        try:
+            held = _parsed(path.read_text())
+            for section, key in entries:
+                series_prompts(held, section, key)
+        except (WhichshotError, ValueError) as missing:
+            return (
+                f"{path} was made for other settings ({missing}) and Snakemake has no record of it "
+                f"in {metadata_dir} to rebuild it by: delete {path} and run again"
+            )
+    return None

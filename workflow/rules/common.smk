@@ -6,10 +6,12 @@ from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)
 
-from whichshot.config import check_config, check_config_file
+from whichshot.config import check_config, check_config_file, model_file_settings
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
-from whichshot.measure.estimate import estimate_words
+from whichshot.keyed import keyed_engine
+from whichshot.snakemake_record import METADATA
+from whichshot.measure.estimate import estimate_words, still_finished
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
 from whichshot.measure.kernel_probe import BEFORE as KERNELS_BEFORE
 from whichshot.measure.grid import (
@@ -19,10 +21,11 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
-from whichshot.measure.plan import prompt_entries, series_plan
+from whichshot.measure.plan import prompt_entries, prompts_needed, series_plan
 from whichshot.prepare.series_prompts import (
     CONTENT_ID_CHARS,
     series_prompts_path,
+    unrecorded_stale,
     write_series_prompts,
 )
 from whichshot.report.plot_list import PLOTS
@@ -41,6 +44,11 @@ JOBS = {job.job_id: job for job in all_jobs(config)}
 # Each series' plan: its run_series job's only params, so a setting re-measures exactly the series
 # whose plans hold it (docs/protocol.md, "What re-measures what").
 PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
+# A prompts file made for other settings whose Snakemake record is lost would not be rebuilt: say
+# which to delete, in one line, before a series' input function fails on it.
+STALE_PROMPTS = unrecorded_stale(prompts_needed(JOBS.values()), METADATA)
+if STALE_PROMPTS:
+    raise WorkflowError(STALE_PROMPTS)
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -48,11 +56,13 @@ KERNEL_PROBE_MODELS = {
 }
 # A finished series' shots (run_series's output).
 SHOTS_FILE = "results/shots/{job}.jsonl"
-# A dry run states how long the series without their shots on disk would take (not in a cluster
-# job's own Snakemake).
+# A dry run states how long the series to measure would take: those without their shots on disk
+# or whose plan changed since (not in a cluster job's own Snakemake).
 if workflow.output_settings.dryrun and workflow.is_main_process:
     FINISHED = frozenset(
-        job for job in JOBS if Path(SHOTS_FILE.format(job=job)).exists()
+        job
+        for job in JOBS
+        if still_finished(Path(SHOTS_FILE.format(job=job)), PLANS[job])
     )
     print(
         f"Estimated duration: {estimate_words(config, finished=FINISHED)}",
@@ -77,6 +87,8 @@ ENV = "../envs/whichshot.yaml"
 # The prompts are cut by this code and carry values of shots/ (their self-repetition): a change to
 # either rebuilds them (and reruns what used them).
 PROMPT_CODE = package_code_id("prepare", "shots")
+# The figures and caveats are made by this code (its caveat rules too) and read shots/ values.
+FIGURES_CODE = package_code_id("figures", "figures/caveats", "shots")
 
 
 def all_outputs():
@@ -158,11 +170,15 @@ def bench_outputs():
 
 
 def engine_spec(wildcards):
-    return config["engines"][wildcards.engine]
+    """An engine's settings as a rule's params (kept in .snakemake/metadata): secrets keyed; the job
+    reads them in clear from the config."""
+    return keyed_engine(config["engines"][wildcards.engine])
 
 
-def model_spec(wildcards):
-    return config["models"][wildcards.model]
+def model_pin(wildcards):
+    """A model entry as fetch_model reads it: what makes its file, not its description (which
+    changes no file and so fetches nothing again)."""
+    return model_file_settings(config["models"][wildcards.model])
 
 
 def synthetic_donor(wildcards):

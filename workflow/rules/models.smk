@@ -51,7 +51,8 @@ rule probe_hardware:
 rule probe_kernels_after:
     input:
         unpack(probe_inputs),
-        shots="results/shots.parquet",
+        # After every series (their own files: a new run_id re-stamps shots.parquet, not these).
+        shots=shots_of_all_jobs(),
     output:
         "results/hardware/after/{probe}.json",
     log:
@@ -94,7 +95,7 @@ rule fetch_model:
         # to minutes: never beside a measurement on the same machine.
         measurement_slot=1,
     params:
-        spec=model_spec,
+        spec=model_pin,
         cache_dir=config["cache_dir"],
     script:
         "../scripts/fetch_model.py"

@@ -21,7 +21,6 @@ checkpoint build_prompts:
         prompts=config["prompts"],
         workloads=workload_settings,
         code=PROMPT_CODE,
-        server=config["server"],
     script:
         "../scripts/build_prompts.py"
 
@@ -49,7 +48,6 @@ checkpoint build_trace_prompts:
         engine=engine_spec,
         traces=trace_settings,
         code=PROMPT_CODE,
-        server=config["server"],
     script:
         "../scripts/build_trace_prompts.py"
 

@@ -13,6 +13,8 @@ rule compute_figures:
     params:
         warm_fraction=config["protocol"]["warm_fraction"],
         verdict_margin=config["protocol"]["verdict_margin"],
+        # The figures are this package's arithmetic: a change to its code derives them again.
+        code=FIGURES_CODE,
     script:
         "../scripts/compute_figures.py"
 

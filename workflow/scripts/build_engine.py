@@ -13,7 +13,7 @@ from whichshot.host import allowed_cores
 
 
 def main(smk):
-    spec = smk.params.spec
+    spec = smk.config["engines"][smk.wildcards.engine]  # secrets in clear (params.spec holds them keyed)
     # Every core this job may use, whatever --cores says: a build is no measurement, and it holds
     # the machine's measurement lock while it compiles, so no measurement runs beside it.
     build = load_engine(spec["kind"]).build(spec, cache_root(smk.params.cache_dir), allowed_cores())

@@ -16,7 +16,8 @@ def main(smk):
     build = json.loads(Path(smk.input.build).read_text())
     model = json.loads(Path(smk.input.model).read_text())
     log_path = Path(smk.log[0]).with_suffix(".server.log")
-    with tokenizing_engine(smk.params.engine, smk.params.server, build, model, log_path) as tok:
+    engine = smk.config["engines"][smk.wildcards.engine]  # secrets in clear (params.engine: keyed)
+    with tokenizing_engine(engine, smk.config["server"], build, model, log_path) as tok:
         traces = build_trace_prompts(tok.server, smk.params.traces, tok.has_chat_template, tok.bos_token_id)
     write_json_atomic(Path(smk.output[0]), {"traces": traces})
 

@@ -29,7 +29,6 @@ def main(smk):
         "path": str(path),
         "sha256": sha256,
         "weights": weights,
-        "description": spec.get("description", ""),
         "source": spec.get("packages") or spec.get("synthetic") or {"path": spec.get("path")},
         "metadata": derived_from_file(cache, "gguf_metadata", sha256, partial(gguf_metadata, path)),
     }

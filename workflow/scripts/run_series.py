@@ -8,7 +8,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent.parent))
 
 from whichshot.entry import run_script
-from whichshot.measure.grid import all_jobs
 from whichshot.measure.plan import SeriesInputs
 from whichshot.measure.series import SeriesOutputs, run_planned_series
 
@@ -18,8 +17,9 @@ def main(smk):
     inputs = SeriesInputs(Path(smk.input.build), Path(smk.input.model), Path(smk.input.prompts),
                           Path(draft) if draft else None)  # fmt: skip
     outputs = SeriesOutputs(Path(smk.output.shots), Path(smk.output.telemetry), Path(smk.output.bench))
-    # The whole grid tells the progress line only (the config is no rerun trigger; the plan is).
-    run_planned_series(smk.params.plan, inputs, outputs, all_jobs(smk.config))
+    # The config gives the engine's secrets (the plan holds them keyed) and the whole grid for the
+    # progress line; it is no rerun trigger: the plan is.
+    run_planned_series(smk.params.plan, inputs, outputs, smk.config)
 
 
 run_script(snakemake, main)

@@ -3,7 +3,10 @@ token counted too high), never a result: it is flagged, not published silently. 
 decode with speculative drafting, which verifies several tokens per weight read and may legitimately
 pass the bandwidth ceiling of one token per read."""
 
+import pandas as pd
+
 from whichshot.figures.catalog import Catalog
+from whichshot.figures.cells import cell_id, group_cells
 from whichshot.figures.figure import Figure
 from whichshot.shots.axes import NO_DRAFT
 from whichshot.shots.caveat import Finding
@@ -45,4 +48,35 @@ def share_above_ceiling(catalog: Catalog) -> Finding | None:
     )
 
 
-CEILING_RULES = (share_above_ceiling,)
+SHOT_ABOVE_CEILING = "shot_above_decode_ceiling"
+
+
+def shot_above_decode_ceiling(catalog: Catalog) -> Finding | None:
+    """Shots without drafting whose own decode speed passes their cell's decode ceiling (one token per
+    weight read at the machine's peak bandwidth): no plain decoder makes tokens faster than it reads
+    its weights, so such a shot's time is not the engine's (tokens held back and let go, a clock
+    read wrong). It is never a valid speed: a gate strikes the decode figures resting on it."""
+    ceilings = {f.cell_id: f.value for f in catalog.figures if f.metric == "decode_ceiling_tok_s" and f.value}
+    over: list[str] = []
+    worst = 0.0
+    for cell, rows in group_cells(catalog.shots):
+        ceiling = ceilings.get(cell_id(cell))
+        if ceiling is None or cell.get("spec_mode") not in (None, NO_DRAFT):
+            continue
+        speeds = pd.to_numeric(rows["decode_tok_s"], errors="coerce")
+        fast = rows[(rows["status"] == "ok") & (speeds > ceiling)]
+        over += list(fast["shot_id"])
+        worst = max([worst, *(speeds[fast.index] / ceiling)])
+    if not over:
+        return None
+    return Finding(
+        SHOT_ABOVE_CEILING,
+        f"{len(over)} shot(s) without drafting decoded faster than their cell's decode ceiling (up to "
+        f"x{worst:.1f}): a plain decoder reads its weights once per token, so these timings are not the "
+        "engine's (a stream held back and let go); the decode figures resting on them are struck.",
+        frozenset(over),
+        columns=frozenset({SPEED_COLUMNS["decode"]}),
+    )
+
+
+CEILING_RULES = (share_above_ceiling, shot_above_decode_ceiling)

@@ -3,7 +3,9 @@ the claim verdicts share. A speed-up whose cells carry task_not_done (the model 
 task_gate_not_checked (nobody knows whether it did), lossless_check_failed (the drafted output is
 other text than the no-draft output) or lossless_not_checked (nobody compared) is not known to be the
 task's speed-up; a prefill figure carrying prompt_cache_hit (the engine read the prompt from its
-cache) is no prefill speed: each is struck, never shown or counted as a valid figure or a win.
+cache) is no prefill speed; a decode figure resting on a shot without drafting that decoded faster
+than its cell's physical ceiling (shot_above_decode_ceiling) is no engine's speed: each is struck,
+never shown or counted as a valid figure or a win.
 
 The tables read a figure's caveat ids; the answer block, made before caveats are attached, asks
 GateCheck, which runs the same gate rules and the same `touches` as `attach`: both agree by
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whichshot.figures.catalog import Catalog
+from whichshot.figures.caveats.ceiling_rules import SHOT_ABOVE_CEILING, shot_above_decode_ceiling
 from whichshot.figures.caveats.comparison_rules import (
     LOSSLESS_CHECK_FAILED,
     LOSSLESS_NOT_CHECKED,
@@ -65,10 +68,11 @@ GATES = (
         _SPEEDUP,
     ),  # fmt: skip
     Gate(PROMPT_CACHE_HIT, "cache hit", "prompt read from the engine's cache, not prefilled"),
+    Gate(SHOT_ABOVE_CEILING, "above ceiling", "a shot decoded faster than the machine can without drafting"),
 )
 # The caveat rules behind GATES, in its order.
 GATE_RULES = (task_not_done, task_gate_not_checked, lossless_check_failed, lossless_not_checked,
-              prompt_cache_hit)  # fmt: skip
+              prompt_cache_hit, shot_above_decode_ceiling)  # fmt: skip
 # What a struck figure is, for a table's legend (HTML and Markdown alike), before the gates that struck.
 STRUCK_MEANS = "not a valid figure, never a win"
 
