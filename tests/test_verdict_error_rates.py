@@ -14,10 +14,13 @@ import pytest
 
 from tests.shot_tables import cell, series, table
 from whichshot.config import config_as_run
+from whichshot.figures.statistic import WarmRule
 from whichshot.figures.table import compute_figures
 from whichshot.figures.verdict import (
     TOO_FEW,
     log_mean_interval,
+    paired_log_interval,
+    paired_values,
     process_values,
     verdict_codes,
 )
@@ -74,16 +77,39 @@ WARM, COLD = cell(protocol="warm"), cell(protocol="cold")
 
 
 def test_a_figure_from_shots_gives_the_verdict_the_simulation_proves():
+    # paired: each warm series' shot 1 against its own kept warm shots
+    warms = [series(WARM, [{"decode_tok_s": v + d} for d in (-2.0, 3.0, 0.2, -0.1, 0.3, 0.0)], repeat=r)
+             for r, v in ((1, 50.0), (2, 51.0), (3, 50.4))]  # fmt: skip
+    frame = _figures(warms)
+    firsts, kept = paired_values(_kept(table(*warms)), "decode_tok_s")
+    assert len(firsts) == len(kept) == 3
+    _point, low, high = paired_log_interval(np.log(firsts) - np.log(kept))
+    _assert_figures_say(frame, low, high)
+
+
+def test_unpaired_figures_from_shots_give_the_verdict_the_simulation_proves():
+    # the warm series' shot 1 failed: the separate cold processes against the warm series (Welch)
     cold = series(COLD, [{"decode_tok_s": v} for v in (48.0, 49.5, 47.0)])
-    warms = [series(WARM, [{"decode_tok_s": v + d} for d in (3.0, 0.2, -0.1, 0.3, 0.0)], repeat=r)
+    warms = [series(WARM, [None, *({"decode_tok_s": v + d} for d in (3.0, 0.2, -0.1, 0.3, 0.0))], repeat=r)
              for r, v in ((1, 50.0), (2, 51.0), (3, 50.4))]  # fmt: skip
     frame = _figures([cold, *warms])
     shots = table(cold, *warms)
     side = process_values(shots[(shots["protocol"] == "cold")], "decode_tok_s")
-    kept = shots[(shots["protocol"] == "warm") & (shots["shot_index"] > 1)]
-    reference = process_values(kept, "decode_tok_s")
+    reference = process_values(_kept(shots)[lambda r: r["shot_index"] > 1], "decode_tok_s")
     assert len(side) == len(reference) == 3
     _point, low, high = log_mean_interval(np.log(side), np.log(reference))
+    _assert_figures_say(frame, low, high)
+
+
+def _kept(shots: pd.DataFrame) -> pd.DataFrame:
+    """The warm cell's shot 1 and its last 70 % (the warm rule's), as the figures keep them."""
+    warm = shots[(shots["protocol"] == "warm") & (shots["status"] == "ok")]
+    keep = WarmRule(0.7).keep
+    parts = [series.iloc[len(series) - keep(len(series)) :] for _job, series in warm.groupby("job_id")]
+    return pd.concat([warm[warm["shot_index"] == 1], *parts]).drop_duplicates("shot_id")
+
+
+def _assert_figures_say(frame: pd.DataFrame, low: float, high: float) -> None:
     metric = "decode_tok_s_cold_vs_warm_delta"
     assert frame.loc[f"{metric}_low", "value"] == pytest.approx(float(np.expm1(low)))
     assert frame.loc[f"{metric}_high", "value"] == pytest.approx(float(np.expm1(high)))
@@ -91,14 +117,12 @@ def test_a_figure_from_shots_gives_the_verdict_the_simulation_proves():
     assert frame.loc[f"{metric}_verdict", "value"] == code
 
 
-def test_one_process_a_side_is_too_few_whatever_its_shots_and_shows_the_range():
-    # the warm series' three shots are one process: not three draws
-    frame = _figures(
-        [series(COLD, [{"decode_tok_s": 48.0}]), series(WARM, [{"decode_tok_s": v} for v in (50, 51, 49)])]
-    )
+def test_one_process_is_too_few_whatever_its_shots_and_shows_its_own_ratio():
+    # the warm series' shots are one process: one pair, not several
+    frame = _figures([series(WARM, [{"decode_tok_s": v} for v in (48.0, 50, 51, 49)])])
     metric = "decode_tok_s_cold_vs_warm_delta"
     assert pd.isna(frame.loc[f"{metric}_low", "value"]) and pd.isna(frame.loc[f"{metric}_verdict", "value"])
     assert frame.loc[f"{metric}_verdict", "note"] == TOO_FEW
-    # the range over the one pair of processes: the cold shot over the warm series' median of shots 2-3
+    # its shot 1 over the median of its kept warm shots (the last 70 % of 4: shots 2-4, never shot 1)
     assert frame.loc[f"{metric}_range_low", "value"] == pytest.approx(48.0 / 50.0 - 1)
     assert frame.loc[f"{metric}_range_high", "value"] == pytest.approx(48.0 / 50.0 - 1)
