@@ -1,10 +1,14 @@
 """The verdict's error rates, proved by seeded simulation at the shapes the shipped configs use
-(issue 41): with nothing to find, or a difference as large as the margin, it says "differs" at most
-5 % of the time; of a difference outside the margin it says "same within" at most 5 % of the time;
-and at the default config's cold/warm shape it finds a true 10 % effect at least 85 % of the time
-(86.8 % with 2 % spread between processes and 1 % between shots: `python tools/verdict_rates.py`). The
-draws run the production functions on whole arrays (figures.verdict_sim); a last test checks that a
-figure computed from shots gives the same verdict."""
+(issues 41 and 49): with nothing to find, or a difference as large as the margin, it says "differs"
+at most 5 % of the time, unpaired (speed-ups, separate cold processes) and paired (each warm series'
+shot 1 against its own warm shots); of a difference outside the margin it says "same within" at most
+5 % of the time; and at the noise measured on the project's 2-core VM (tests/fixtures/noise, written
+by tools/noise_fixture.py) the default config finds a 10 % cold/warm difference in prefill and a x1.5
+drafting speed-up (four processes a side) at least 80 % of the time. Decode, far noisier on that VM,
+is found 35 % of the time at the default's ten series a cell; the test states that shortfall and how
+many series 80 % would take. `python tools/verdict_rates.py` prints every rate. The draws run the
+production functions on whole arrays (figures.verdict_sim); the last tests check that a figure
+computed from shots gives the same verdict."""
 
 from pathlib import Path
 
@@ -24,32 +28,58 @@ from whichshot.figures.verdict import (
     process_values,
     verdict_codes,
 )
-from whichshot.figures.verdict_sim import SPREADS, Shape, config_shapes, verdict_rates
+from whichshot.figures.verdict_sim import (
+    SPREADS,
+    PairedShape,
+    PairedSpread,
+    Shape,
+    config_shapes,
+    fixture_spreads,
+    paired_config_shapes,
+    paired_rates,
+    verdict_rates,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMS = 10_000
 MARGIN = 0.02
-SHIPPED = sorted(
-    {
-        shape
-        for path in sorted((ROOT / "config").glob("*.yaml"))
-        for shape in config_shapes(config_as_run(path))
-    },
-    key=lambda s: (s.side_processes, s.side_shots, s.reference_processes, s.reference_shots),
+CONFIGS = [config_as_run(path) for path in sorted((ROOT / "config").glob("*.yaml"))]
+SHIPPED = sorted({shape for config in CONFIGS for shape in config_shapes(config)})
+PAIRED_SHIPPED = sorted({shape for config in CONFIGS for shape in paired_config_shapes(config)})
+DEFAULT_CONFIG = config_as_run(ROOT / "config" / "config.yaml")
+DEFAULT = config_shapes(DEFAULT_CONFIG)
+(DEFAULT_PAIRED,) = paired_config_shapes(DEFAULT_CONFIG)
+FIXTURE = fixture_spreads()
+# The paired spreads to prove the false-differs rate under: the fixture's (normal and heavy tails) and
+# a quiet host with a noisy shot 1 and a noisy host with noisy warm shots.
+PAIRED_SPREADS = (
+    *FIXTURE["paired"]["prefill_tok_s"],
+    *FIXTURE["paired"]["decode_tok_s"],
+    PairedSpread(first=0.02, within=0.01),
+    PairedSpread(first=0.01, within=0.05, tails_df=3),
 )
-DEFAULT = config_shapes(config_as_run(ROOT / "config" / "config.yaml"))
+POWER = 0.80
+SPEEDUP = 0.5  # x1.5
 
 
-def test_the_default_config_gives_its_cold_warm_and_speedup_comparisons_a_verdict():
-    # three cold processes against three warm series; two processes a side for the speed-ups
-    assert Shape(3, 1, 3, 3) in DEFAULT and Shape(2, 1, 2, 1) in DEFAULT
+def test_the_default_config_pairs_ten_series_a_cell_and_runs_four_processes_a_side_for_speed_ups():
+    assert PairedShape(10, 3) == DEFAULT_PAIRED  # shots 2-4 of 4 are the warm shots
+    assert Shape(4, 1, 4, 1) in DEFAULT
 
 
 @pytest.mark.parametrize("shape", SHIPPED, ids=str)
-@pytest.mark.parametrize("spread", SPREADS, ids=str)
+@pytest.mark.parametrize("spread", (*SPREADS, FIXTURE["speedup"]), ids=str)
 @pytest.mark.parametrize("effect", [0.0, -MARGIN, MARGIN])
 def test_with_nothing_to_find_it_says_differs_at_most_5_percent_of_the_time(shape, spread, effect):
     rates = verdict_rates(shape, spread, effect=effect, margin=MARGIN, sims=SIMS, seed=41)
+    assert rates["differs"] <= 0.05, rates
+
+
+@pytest.mark.parametrize("shape", PAIRED_SHIPPED, ids=str)
+@pytest.mark.parametrize("spread", PAIRED_SPREADS, ids=str)
+@pytest.mark.parametrize("effect", [0.0, -MARGIN, MARGIN])
+def test_paired_with_nothing_to_find_it_says_differs_at_most_5_percent_of_the_time(shape, spread, effect):
+    rates = paired_rates(shape, spread, effect=effect, margin=MARGIN, sims=SIMS, seed=41)
     assert rates["differs"] <= 0.05, rates
 
 
@@ -61,11 +91,40 @@ def test_of_a_difference_outside_the_margin_it_says_same_at_most_5_percent_of_th
         assert rates["same"] <= 0.05, (spread, rates)
 
 
-def test_at_the_default_cold_warm_shape_a_true_10_percent_effect_is_found():
-    rates = verdict_rates(Shape(3, 1, 3, 3), SPREADS[0], effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
-    assert rates["differs"] >= 0.85, rates  # 0.8625 in tools/verdict_rates.py
-    noisy = verdict_rates(Shape(3, 1, 3, 3), SPREADS[2], effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
-    assert noisy["differs"] < rates["differs"]  # a noisier host finds it less often (about a third)
+@pytest.mark.parametrize("shape", PAIRED_SHIPPED, ids=str)
+@pytest.mark.parametrize("effect", [-0.03, 0.03, 0.05])
+def test_paired_of_a_difference_outside_the_margin_it_says_same_at_most_5_percent_of_the_time(shape, effect):
+    for spread in PAIRED_SPREADS:
+        rates = paired_rates(shape, spread, effect=effect, margin=MARGIN, sims=SIMS, seed=43)
+        assert rates["same"] <= 0.05, (spread, rates)
+
+
+def test_at_the_measured_noise_the_default_finds_a_10_percent_prefill_difference():
+    for spread in FIXTURE["paired"]["prefill_tok_s"]:  # normal and heavy tails
+        rates = paired_rates(DEFAULT_PAIRED, spread, effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
+        assert rates["differs"] >= POWER, (spread, rates)
+
+
+def test_at_the_measured_noise_the_default_finds_a_x1_5_speed_up_with_four_processes_a_side():
+    speedups = [s for s in DEFAULT if s.side_shots == s.reference_shots == 1 and s.side_processes >= 3]
+    assert speedups
+    for shape in speedups:
+        rates = verdict_rates(shape, FIXTURE["speedup"], effect=SPEEDUP, margin=MARGIN, sims=SIMS, seed=47)
+        assert rates["differs"] >= POWER, (shape, rates)
+
+
+def test_at_the_measured_noise_decode_needs_about_thirty_series_a_cell_for_80_percent():
+    """The stated shortfall: decode's shot 1 on the shared VM spreads about 16 % (the fixture), so the
+    default's ten series find a 10 % decode difference about a third of the time; 80 % takes about
+    thirty series a cell, over the first run's ten minutes."""
+    normal = FIXTURE["paired"]["decode_tok_s"][0]
+
+    def power(processes: int) -> float:
+        shape = PairedShape(processes, DEFAULT_PAIRED.warm_shots)
+        return paired_rates(shape, normal, effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)["differs"]
+
+    assert 0.25 <= power(DEFAULT_PAIRED.processes) < POWER
+    assert power(24) < POWER <= power(32)
 
 
 def _figures(parts) -> pd.DataFrame:
