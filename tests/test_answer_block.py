@@ -80,6 +80,7 @@ def test_shot_1_is_paired_with_its_own_processs_warm_shots():
     )
     assert block.cells[0]["texts"][6] == "+0.0 %"  # TTFT beside prefill
     assert block.method.startswith("shot 1 against warm: paired inside each process")
+    assert "Warm series: each warm series' warm shots (shot 2 on): the Theil-Sen drift" in block.method
 
 
 def test_the_sentence_says_phase_direction_size_and_interval():

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from whichshot.figures.statistic import outlier_flags
+from whichshot.figures.statistic import WarmRule, outlier_flags
+from whichshot.figures.steady_state import TOO_FEW_SHOTS, series_classes
 from whichshot.figures.verdict import (
     paired_ratio_interval,
     paired_ratio_range,
@@ -136,6 +137,14 @@ def paired_ratio_min(rows, columns, params, inputs=()) -> float | None:
 def paired_ratio_max(rows, columns, params, inputs=()) -> float | None:
     span = paired_ratio_range(*paired_values(rows, columns[0]))
     return None if span is None else _as_asked(span[1], params)
+
+
+def count_steady_state(rows, columns, params, inputs=()) -> float | None:
+    """How many warm series (processes) of the cited warm shots fall in params['class']
+    (figures.steady_state); none without a series that could be classified."""
+    classes = series_classes(rows, columns[0], WarmRule(params["fraction"]).keep, params["margin"])
+    counted = [c for c in classes.values() if c != TOO_FEW_SHOTS]
+    return float(sum(c == params["class"] for c in counted)) if counted else None
 
 
 def lowest_process(rows, columns, params, inputs=()) -> float | None:
@@ -496,6 +505,7 @@ AGGREGATIONS = {
         Aggregation("paired_ratio_high", "shots", paired_ratio_high),
         Aggregation("paired_ratio_min", "shots", paired_ratio_min),
         Aggregation("paired_ratio_max", "shots", paired_ratio_max),
+        Aggregation("count_steady_state", "shots", count_steady_state),
         Aggregation("verdict", "figures", verdict),
         Aggregation("highest_input", "figures", highest_input),
         Aggregation("count_passing", "figures", count_passing),

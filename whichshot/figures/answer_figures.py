@@ -15,7 +15,9 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.gates import GateCheck, gate_label
 from whichshot.figures.cells import Cell, cell_id, cold_sibling, group_cells
 from whichshot.figures.comparison import Pair, comparison_figures, comparison_metrics, comparison_point
-from whichshot.figures.statistic import ColdRule, Selection
+from whichshot.figures.statistic import ColdRule, Selection, WarmRule
+from whichshot.figures.steady_state import CLASSES
+from whichshot.figures.steady_state import METHOD as STEADY_METHOD
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
@@ -37,6 +39,11 @@ def first_shot(phase: str) -> str:
     return f"{phase}_first_shot"
 
 
+def steady(phase: str, state: str) -> str:
+    """The metric of how many of a warm cell's series fall in a steady-state class in one phase."""
+    return f"{phase}_series_{state.replace(' ', '_').replace('-', '_')}"
+
+
 def lowest(phase: str) -> str:
     return f"{phase}_lowest"
 
@@ -53,6 +60,7 @@ ANSWER_METRICS = frozenset(
     | {metric for phase in PHASES for side in (phase, first_shot(phase))
        for metric in (lowest(side), highest(side))}
     | {first_shot(phase) for phase in PHASES}
+    | {steady(phase, state) for phase in PHASES for state in CLASSES}
     | set(comparison_metrics(SPEEDUP_METRIC)[1:])
     | {BEST_MODE, MODES_PASSING}
 )  # fmt: skip
@@ -83,9 +91,27 @@ def _phase_figures(
     if phase in BESIDE:
         made += _first_vs_warm(catalog, warm, warm_rows, cold, BESIDE[phase], paired, point_only=True)
     made += _side_figures(catalog, warm, warm_rows, phase, done, first=False)
+    made += _steady_figures(catalog, warm, warm_rows, phase)
     if paired:
         return made + _side_figures(catalog, warm, warm_rows, phase, done, first=True)
     return made + _side_figures(catalog, *cold, phase, done, first=False)
+
+
+def _steady_figures(catalog: Catalog, warm: Cell, rows: pd.DataFrame, phase: str) -> list[figure.Figure]:
+    """How many of the cell's warm series are flat, warmed up, slowed down or reached no steady state
+    in one phase (figures.steady_state); none where no series has enough warm shots."""
+    every_warm_shot = WarmRule(1.0).select(rows, phase)  # shot 2 on of each series' longest run
+    if every_warm_shot.rows.empty:
+        return []
+    params = {"fraction": catalog.warm_fraction, "margin": catalog.verdict_margin}
+    made = [
+        figure.from_shots(steady(phase, state), warm, every_warm_shot, "count_steady_state", [phase],
+                          unit="series", parameters={**params, "class": state},
+                          formula=f"warm series whose {phase} is '{state}' (of those with at least three "
+                          f"warm shots): {STEADY_METHOD}", computed_by=answer_figures)
+        for state in CLASSES
+    ]  # fmt: skip
+    return made if made[0].value is not None else []
 
 
 def _is_paired(point: figure.Figure) -> bool:

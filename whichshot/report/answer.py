@@ -23,11 +23,14 @@ from whichshot.figures.answer_figures import (
     first_shot,
     highest,
     lowest,
+    steady,
 )
 from whichshot.figures.caveats.gates import gate_label, gate_words, struck_by
 from whichshot.figures.comparison import interval_metrics, range_metrics
 from whichshot.figures.constants import VERDICT_MARGIN
 from whichshot.figures.crosscheck_figures import BENCH_TESTS
+from whichshot.figures.steady_state import CLASSES
+from whichshot.figures.steady_state import METHOD as STEADY_METHOD
 from whichshot.figures.verdict import (
     DIFFERS,
     METHOD,
@@ -50,7 +53,7 @@ FASTER, SLOWER = "faster", "slower"
 BENCH_RATIO = {"prefill_tok_s": BENCH_TESTS["pp"][2], "decode_tok_s": BENCH_TESTS["tg"][2]}
 CELL_HEADER = ("cell", "phase", "shot 1 median [min-max] (processes)",
                "warm median [min-max] (processes)", "shot 1 vs warm [95 % interval]", "verdict",
-               "TTFT shot 1 vs warm", "vs llama-bench")  # fmt: skip
+               "TTFT shot 1 vs warm", "vs llama-bench", "warm series: " + " / ".join(CLASSES))  # fmt: skip
 WORKLOAD_HEADER = ("workload", "none", "best mode", "speed-up [95 % interval]", "verdict", "task gate",
                    "lossless", "modes passing")  # fmt: skip
 STRUCK = "struck"
@@ -98,11 +101,12 @@ def answer_block(figures: pd.DataFrame) -> AnswerBlock:
 
 
 def _method(cells: list[dict[str, Any]]) -> str:
-    """The methods the rows used: paired cold/warm, and the unpaired one (speed-ups, separate cold
-    processes)."""
-    if not any(row["paired"] for row in cells):
+    """The methods the rows used: paired cold/warm, the unpaired one (speed-ups, separate cold
+    processes), and the warm series' steady-state classes."""
+    if not cells:
         return METHOD
-    return f"shot 1 against warm: {PAIRED_METHOD}. Unpaired (speed-ups, separate cold processes): {METHOD}"
+    paired = f"shot 1 against warm: {PAIRED_METHOD}. " if any(row["paired"] for row in cells) else ""
+    return f"{paired}Unpaired (speed-ups, separate cold processes): {METHOD}. Warm series: {STEADY_METHOD}"
 
 
 def _margin(records: list[dict[str, Any]]) -> float:
@@ -123,6 +127,7 @@ def _pair_rows(warm: str, by_key: dict, margin: float) -> list[dict[str, Any]]:
         beside = by_key.get((warm, cold_vs_warm(BESIDE[phase]))) if phase in BESIDE else None
         bench = [by_key.get((warm, m)) for m in _bench_metrics(phase)]
         sides = [by_key.get((c, m)) for c, p in (first, (warm, phase)) for m in (p, lowest(p), highest(p))]
+        states = [by_key.get((warm, steady(phase, state))) for state in CLASSES]
         rows.append({
             "label": short_label(delta),
             "phase": phase,
@@ -132,8 +137,8 @@ def _pair_rows(warm: str, by_key: dict, margin: float) -> list[dict[str, Any]]:
             "verdict": texts[1],
             "told": told,
             "texts": [short_label(delta), PHASE_WORDS[phase], _spread(by_key, *first),
-                      _spread(by_key, warm, phase), *texts, _beside(beside), _bench(*bench)],
-            "ids": _ids([*used, beside, *bench, *sides]),
+                      _spread(by_key, warm, phase), *texts, _beside(beside), _bench(*bench), _states(states)],
+            "ids": _ids([*used, beside, *bench, *sides, *states]),
         })  # fmt: skip
     return rows
 
@@ -144,6 +149,13 @@ def _beside(figure: dict[str, Any] | None) -> str:
         return "—"
     gates = struck_by(figure)
     return f"{STRUCK} ({gate_label(gates)})" if gates else _percent(figure)
+
+
+def _states(counts: list[dict[str, Any] | None]) -> str:
+    """'1 / 0 / 0 / 5': the warm series in each steady-state class (figures.steady_state)."""
+    if any(_value(c) is None for c in counts):
+        return "—"
+    return " / ".join(f"{c['value']:.0f}" for c in counts)
 
 
 def _bench_metrics(phase: str) -> tuple[str, ...]:
