@@ -116,6 +116,32 @@ def test_two_cells_each_name_what_moved():
     assert "decode the same within ±2 %" in at64 and "decode the same within ±2 %" in at256
 
 
+def test_a_recorded_run_with_three_pairs_a_cell_names_each_cell_phase_and_resolution():
+    """cpu_first_run's shots (three warm series a cell, p256 and p512) through this code: paired, every
+    verdict undecided on the shared VM, and the sentence gives each cell's and phase's resolution."""
+    shots = pd.read_parquet(
+        Path(__file__).resolve().parents[1] / "results/reference/cpu_first_run/shots.parquet"
+    )
+    figures, _caveats = compute_figures(shots, [], 0.7, verdict_margin=0.02)
+    frame = pd.DataFrame([f.as_row() for f in figures])
+    block = answer_block(frame)
+    for row in block.cells:
+        low, high = (
+            by_metric_of(frame, row["cell_id"], m)["value"]
+            for m in interval_metrics(cold_vs_warm(row["phase"]))[:2]
+        )
+        assert row["paired"] and row["verdict"] == UNDECIDED
+        beyond = f"{row['texts'][1]}: no difference beyond ±{max(abs(low), abs(high)) * 100:.1f} %"
+        prompt = f"p{row['label'].split(' · p')[1].split(' ')[0]}"
+        assert beyond in block.sentence.split(f"{prompt}: ")[1].split(". ")[0], (beyond, block.sentence)
+
+
+def by_metric_of(frame: pd.DataFrame, cell_id: str, metric: str) -> dict:
+    rows = frame[(frame["metric"] == metric) & (frame["cell_id"] == cell_id)]
+    assert len(rows) == 1, (cell_id, metric, len(rows))
+    return rows.iloc[0].to_dict()
+
+
 def test_an_undecided_verdict_says_the_largest_difference_the_run_cannot_rule_out():
     noisy = [series(WARM, speeds(first, 50.0, 50.0, 50.0), repeat=r)
              for r, first in ((1, 45.0), (2, 52.0), (3, 49.0))]  # fmt: skip

@@ -45,7 +45,7 @@ from whichshot.figures.verdict import (
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.report.format import NOT_MEASURED, format_lossless, format_number, md
 from whichshot.report.tables import records_of, row_head
-from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
 
 PHASE_WORDS = {"ttft_s": "TTFT", "prefill_tok_s": "prefill", "decode_tok_s": "decode"}
 # A speed's relative delta > 0 in words.
@@ -136,6 +136,7 @@ def _pair_rows(warm: str, by_key: dict, margin: float) -> list[dict[str, Any]]:
             "delta": delta["value"],
             "verdict": texts[1],
             "told": told,
+            "axes": {axis: delta.get(axis) for axis in AXES},
             "texts": [short_label(delta), PHASE_WORDS[phase], _spread(by_key, *first),
                       _spread(by_key, warm, phase), *texts, _beside(beside), _bench(*bench), _states(states)],
             "ids": _ids([*used, beside, *bench, *sides, *states]),
@@ -303,7 +304,7 @@ def _sentence(rows: dict[str, list[dict[str, Any]]], margin: float) -> str:
             "No cell has both a cold and a warm shot: this run cannot say whether the first shot is faster."
         )
     made = [cells for cells in rows.values() if cells]
-    names = _distinct_names([cells[0]["label"] for cells in made])
+    names = _distinct_names([cells[0]["axes"] for cells in made])
     said = []
     for name, cells in zip(names, made, strict=True):
         told = "; ".join(_told_words(row["told"], margin) for row in cells)
@@ -312,11 +313,19 @@ def _sentence(rows: dict[str, list[dict[str, Any]]], margin: float) -> str:
     return sentence + f" ({BEYOND})" if BEYOND_WORDS in sentence else sentence
 
 
-def _distinct_names(labels: list[str]) -> list[str]:
-    """Each label less the words every label shares ('' for a single cell)."""
-    parts = [label.split(" · ") for label in labels]
-    shared = set.intersection(*(set(p) for p in parts)) if len(parts) > 1 else set(parts[0])
-    return [" · ".join(w for w in p if w not in shared) for p in parts]
+def _distinct_names(axes_of: list[dict[str, Any]]) -> list[str]:
+    """Each cell named by the axes in which the cells differ ('p256', 'llama_cpp · rest 5 s'; '' for
+    a single cell)."""
+    differ = [a for a in AXES if len({str(axes.get(a)) for axes in axes_of}) > 1]
+    return [" · ".join(_axis_words(a, axes.get(a)) for a in differ) for axes in axes_of]
+
+
+def _axis_words(axis: str, value: Any) -> str:
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    words = {"prompt_tokens_requested": f"p{shown}", "context_tokens_requested": f"ctx {shown}",
+             "rest_s": f"rest {shown} s", "precondition_s": f"precondition {shown} s"}  # fmt: skip
+    named = ("engine", "model", "workload", "spec_mode")  # their values say what they are
+    return words.get(axis, shown if axis in named else f"{axis} {shown}")
 
 
 def _told_words(told: Told, margin: float) -> str:
