@@ -1,11 +1,15 @@
-"""The answer block (issues 32 and 41): every phase of each cold/warm pair with its verdict, processes
-as the unit; the sentence names the phase that moved; per workload the best mode among those no gate
-strikes, by the same rule the tables strike by; rows without the host-busy shots from the same
-functions with a rule less those shots. Built from figures computed from hand-made shots."""
+"""The answer block (issues 32, 41 and 49): one verdict per quantity (prefill with TTFT beside it,
+decode) for each warm cell, shot 1 against the warm shots paired inside each process (or against
+separate cold processes where the warm series have no shot 1); the sentence says per cell what moved,
+its direction and size, and what the run cannot tell; rows a table strikes are struck here too; per
+workload the best mode among those no gate strikes, by the same rule the tables strike by. Built from
+figures computed from hand-made shots."""
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 
 import whichshot.report
 from tests.shot_tables import cell, series, table
@@ -13,15 +17,12 @@ from whichshot.figures.answer_figures import (
     BEST_MODE,
     COLD_WARM_DELTA,
     MODES_PASSING,
-    QUIET,
-    SPEED,
     cold_vs_warm,
-    quiet,
 )
 from whichshot.figures.comparison import interval_metrics, range_metrics
 from whichshot.figures.table import compute_figures
-from whichshot.figures.verdict import DIFFERS, TOO_FEW, UNDECIDED
-from whichshot.report.answer import QUIET_LABEL, TOO_FEW_QUIET, answer_block, answer_markdown
+from whichshot.figures.verdict import DIFFERS, PAIRED_METHOD, TOO_FEW, UNDECIDED, paired_log_interval
+from whichshot.report.answer import CANNOT_TELL, STRUCK, answer_block, answer_markdown
 from whichshot.report.layout import lay_out
 from whichshot.report.summary import render_summary
 from whichshot.report.tables import build_tables
@@ -46,77 +47,158 @@ def by_metric(frame: pd.DataFrame, metric: str) -> dict:
     return rows.iloc[0].to_dict()
 
 
-# Three cold processes at about 30 tok/s against three warm series (processes) at about 50.
-SEPARATED = (
-    series(COLD, speeds(30.0, 31.0, 29.0)),
-    series(WARM, speeds(49.0, 50.0, 51.0, 50.0, 50.5)),
-    series(WARM, speeds(50.0, 49.5, 50.5, 50.0, 49.0), repeat=2),
-    series(WARM, speeds(51.0, 50.5, 50.0, 49.5, 50.5), repeat=3),
+# Three warm series (processes): shot 1, the process's cold shot, at about 30 tok/s; its warm shots
+# at about 50.
+PAIRED = (
+    series(WARM, speeds(30.0, 50.0, 51.0, 50.0, 50.5)),
+    series(WARM, speeds(31.0, 49.5, 50.5, 50.0, 49.0), repeat=2),
+    series(WARM, speeds(29.0, 50.5, 50.0, 49.5, 50.5), repeat=3),
 )
 
 
-def test_every_phase_gets_its_verdict_and_the_sentence_names_the_one_that_moved():
-    frame = figure_frame(*SEPARATED)
+def test_shot_1_is_paired_with_its_own_processs_warm_shots():
+    frame = figure_frame(*PAIRED)
     delta = by_metric(frame, COLD_WARM_DELTA)
     low, high, verdict = (by_metric(frame, m) for m in interval_metrics(COLD_WARM_DELTA))
-    assert low["value"] <= delta["value"] <= high["value"] < -0.02 and verdict["note"] == DIFFERS
-    assert low["kind"] == "derived" and set(low["shot_ids"]) == set(delta["shot_ids"])
-    for phase in ("ttft_s", "prefill_tok_s"):  # every shot the same: the interval is the point, 0
-        assert by_metric(frame, f"{cold_vs_warm(phase)}_verdict")["note"] == SAME
+    # per process: log(shot 1) - log(median of shots 2-5 (the last 70 % of 5)); Student's t over the 3
+    warm_medians = (50.25, 49.75, 50.25)
+    d = np.log([30.0, 31.0, 29.0]) - np.log(warm_medians)
+    point, want_low, want_high = paired_log_interval(d)
+    assert delta["value"] == pytest.approx(np.expm1(point))
+    assert (low["value"], high["value"]) == pytest.approx((np.expm1(want_low), np.expm1(want_high)))
+    assert verdict["note"] == DIFFERS and '"paired": true' in delta["parameters"]
+    assert delta["baseline_cell_id"] == "" and PAIRED_METHOD in low["formula"]
+    assert by_metric(frame, f"{cold_vs_warm('prefill_tok_s')}_verdict")["note"] == SAME  # every shot alike
+    assert "ttft_s_cold_vs_warm_delta" in set(frame["metric"])  # TTFT: a number beside prefill
+    assert "ttft_s_cold_vs_warm_delta_verdict" not in set(frame["metric"])  # never a verdict of its own
     block = answer_block(frame)
-    assert block.sentence == (
-        "Here the first (cold) shot's decode is 40.1 % slower than the warm shots'; TTFT is the same "
-        "within ±2 %; prefill is the same within ±2 %."
-    )
-    assert [row["texts"][1] for row in block.cells] == ["TTFT", "prefill", "decode"]
-    decode = block.cells[2]
-    # warm processes: the medians of shots 2-5, 50.25, 49.75 and 50.25
+    assert [row["texts"][1] for row in block.cells] == ["prefill", "decode"]
+    decode = block.cells[1]
     assert decode["texts"][2:4] == ["30.0 [29.0-31.0] (3)", "50.2 [49.8-50.2] (3)"]
-    assert decode["texts"][4].startswith("-40.1 % [-") and decode["texts"][5] == DIFFERS
-    assert decode["texts"][6] == "—"  # no llama-bench run
-    markdown = "\n".join(answer_markdown(block))
-    assert markdown.startswith("## Answer\n\nHere the first (cold) shot's decode is 40.1 % slower")
-    assert "| eng · m · p64 · ctx 512 | decode | 30.0 \\[29.0-31.0\\] (3) |" in markdown
-    assert "Verdicts (margin ±2 %): each fresh process gives one value" in markdown
-
-
-def test_a_run_where_prefill_moves_and_decode_does_not_says_so():
-    # seed 000's question on a GPU: the first shot's prefill is slower (one-time work), decode is not
-    first_shots = ((17_990.0, 51.0), (18_020.0, 50.9), (17_960.0, 51.1))
-    cold = series(COLD, [{"prefill_tok_s": v, "decode_tok_s": d} for v, d in first_shots])
-
-    def warm(r: int) -> list[dict]:
-        prefill = (18_000.0, *[21_070.0 + r] * 4)  # its own shot 1 is a first shot too
-        return series(
-            WARM, [{"prefill_tok_s": v, "decode_tok_s": 51.0 + r * 0.05} for v in prefill], repeat=r
-        )
-
-    warms = [warm(r) for r in (1, 2, 3)]
-    block = answer_block(figure_frame(cold, *warms))
-    assert block.sentence.startswith(
-        "Here the first (cold) shot's prefill is 14.6 % slower than the warm shots'"
+    assert (
+        decode["texts"][4].startswith(f"{delta['value'] * 100:+.1f} % [-") and decode["texts"][5] == DIFFERS
     )
-    assert "decode is the same within ±2 %" in block.sentence
-    prefill = next(row for row in block.cells if row["phase"] == "prefill_tok_s")
-    assert prefill["texts"][5] == DIFFERS
+    assert block.cells[0]["texts"][6] == "+0.0 %"  # TTFT beside prefill
+    assert block.method.startswith("shot 1 against warm: paired inside each process")
+    assert "Warm series: each warm series' warm shots (shot 2 on): the Theil-Sen drift" in block.method
 
 
-def test_one_warm_process_is_too_few_processes_and_the_range_is_shown():
-    frame = figure_frame(series(COLD, speeds(30.0, 31.0, 29.0)), SEPARATED[1])
+def test_the_sentence_says_phase_direction_size_and_interval():
+    frame = figure_frame(*PAIRED)
+    block = answer_block(frame)
+    low, high = (by_metric(frame, m)["value"] for m in interval_metrics(COLD_WARM_DELTA)[:2])
+    delta = by_metric(frame, COLD_WARM_DELTA)["value"]
+    decode = f"decode {abs(delta) * 100:.1f} % slower [{abs(high) * 100:.1f} %, {abs(low) * 100:.1f} %]"
+    assert block.sentence == (
+        f"The first (cold) shot against the warm shots — prefill the same within ±2 % [+0.0 %, +0.0 %]; "
+        f"{decode}."
+    )
+    markdown = "\n".join(answer_markdown(block))
+    assert markdown.startswith("## Answer\n\nThe first (cold) shot against the warm shots")
+    assert "| eng · m · p64 · ctx 512 | decode | 30.0 \\[29.0-31.0\\] (3) |" in markdown
+
+
+def test_two_cells_each_name_what_moved():
+    # seed 000's question: the first shot's prefill is slower (one-time work), decode is not
+    def warm(prompt: int, r: int, first: float) -> list[dict]:
+        prefill = (first + r, *[21_000.0 + 10 * r + i for i in range(4)])
+        return series(cell(protocol="warm", prompt_tokens_requested=prompt),
+                      [{"prefill_tok_s": v, "decode_tok_s": 51.0 + r * 0.05 + i * 0.01}
+                       for i, v in enumerate(prefill)], repeat=r)  # fmt: skip
+
+    frame = figure_frame(
+        *[warm(64, r, 14_000.0) for r in (1, 2, 3)], *[warm(256, r, 18_000.0) for r in (1, 2, 3)]
+    )
+    sentence = answer_block(frame).sentence
+    at64, at256 = sentence.split(". ")
+    assert "p64: prefill 33." in at64 and "% slower [" in at64  # the axes the two cells share are left out
+    assert at256.startswith("p256: prefill 14.") and "% slower [" in at256
+    assert "decode the same within ±2 %" in at64 and "decode the same within ±2 %" in at256
+
+
+def test_a_recorded_run_with_three_pairs_a_cell_names_each_cell_phase_and_resolution():
+    """cpu_first_run's shots (three warm series a cell, p256 and p512) through this code: paired, every
+    verdict undecided on the shared VM, and the sentence gives each cell's and phase's resolution."""
+    shots = pd.read_parquet(
+        Path(__file__).resolve().parents[1] / "results/reference/cpu_first_run/shots.parquet"
+    )
+    figures, _caveats = compute_figures(shots, [], 0.7, verdict_margin=0.02)
+    frame = pd.DataFrame([f.as_row() for f in figures])
+    block = answer_block(frame)
+    for row in block.cells:
+        low, high = (
+            by_metric_of(frame, row["cell_id"], m)["value"]
+            for m in interval_metrics(cold_vs_warm(row["phase"]))[:2]
+        )
+        assert row["paired"] and row["verdict"] == UNDECIDED
+        beyond = f"{row['texts'][1]}: no difference beyond ±{max(abs(low), abs(high)) * 100:.1f} %"
+        prompt = f"p{row['label'].split(' · p')[1].split(' ')[0]}"
+        assert beyond in block.sentence.split(f"{prompt}: ")[1].split(". ")[0], (beyond, block.sentence)
+
+
+def by_metric_of(frame: pd.DataFrame, cell_id: str, metric: str) -> dict:
+    rows = frame[(frame["metric"] == metric) & (frame["cell_id"] == cell_id)]
+    assert len(rows) == 1, (cell_id, metric, len(rows))
+    return rows.iloc[0].to_dict()
+
+
+def test_an_undecided_verdict_says_the_largest_difference_the_run_cannot_rule_out():
+    noisy = [series(WARM, speeds(first, 50.0, 50.0, 50.0), repeat=r)
+             for r, first in ((1, 45.0), (2, 52.0), (3, 49.0))]  # fmt: skip
+    frame = figure_frame(*noisy)
+    assert by_metric(frame, f"{COLD_WARM_DELTA}_verdict")["note"] == UNDECIDED
+    low, high = (by_metric(frame, m)["value"] for m in interval_metrics(COLD_WARM_DELTA)[:2])
+    beyond = max(abs(low), abs(high)) * 100
+    sentence = answer_block(frame).sentence
+    assert f"decode: no difference beyond ±{beyond:.1f} %" in sentence and CANNOT_TELL in sentence
+
+
+def test_one_warm_process_is_too_few_and_its_own_ratio_is_the_range():
+    frame = figure_frame(PAIRED[0])
     verdict = by_metric(frame, f"{COLD_WARM_DELTA}_verdict")
     assert pd.isna(verdict["value"]) and verdict["note"] == TOO_FEW
     span_low, span_high = (by_metric(frame, m)["value"] for m in range_metrics(COLD_WARM_DELTA))
-    assert (span_low, span_high) == (29.0 / 50.25 - 1, 31.0 / 50.25 - 1)  # the series' shots 2-5: 50.25
-    decode = answer_block(frame).cells[2]
-    assert (
-        decode["texts"][4] == "-40.3 % (processes span -42.3 % to -38.3 %)" and decode["texts"][5] == TOO_FEW
+    assert span_low == span_high == pytest.approx(30.0 / 50.25 - 1)
+    assert "decode: too few processes to tell" in answer_block(frame).sentence
+
+
+def test_without_a_shot_1_in_the_warm_series_the_separate_cold_processes_are_compared_unpaired():
+    cold = series(COLD, speeds(30.0, 31.0, 29.0))
+    warms = [series(WARM, [None, *speeds(50.0 + r, 50.5, 49.5, 50.0)], repeat=r) for r in (1, 2, 3)]
+    frame = figure_frame(cold, *warms)
+    delta = by_metric(frame, COLD_WARM_DELTA)
+    assert '"paired"' not in delta["parameters"] and delta["baseline_cell_id"] != ""
+    assert by_metric(frame, f"{COLD_WARM_DELTA}_verdict")["note"] == DIFFERS
+    assert "Welch" in by_metric(frame, f"{COLD_WARM_DELTA}_low")["formula"]
+    decode = answer_block(frame).cells[1]
+    assert decode["texts"][2] == "30.0 [29.0-31.0] (3)"  # the cold processes
+
+
+def test_a_prefill_a_table_strikes_is_struck_in_the_answer_and_left_out_of_the_sentence():
+    cached = [series(WARM, [{"decode_tok_s": 30.0 + r}, *({"decode_tok_s": 50.0, "engine_cached_tokens": 60}
+                                                         for _ in range(3))], repeat=r)
+              for r in (1, 2, 3)]  # fmt: skip
+    frame = figure_frame(*cached)
+    block = answer_block(frame)
+    prefill, decode = block.cells
+    assert prefill["texts"][4].startswith(f"{STRUCK} (cache hit") and prefill["texts"][5].startswith(
+        "cache hit"
     )
+    assert prefill["texts"][6].startswith(STRUCK)  # TTFT beside it: the same shots, struck too
+    assert decode["texts"][5] == DIFFERS
+    assert f"prefill: {STRUCK} (cache hit" in block.sentence and "decode " in block.sentence
 
 
-def test_noisy_processes_are_undecided():
-    cold = series(COLD, speeds(30.0, 45.0, 60.0))
-    frame = figure_frame(cold, *SEPARATED[1:])
-    assert by_metric(frame, f"{COLD_WARM_DELTA}_verdict")["note"] == UNDECIDED
+BUSY = {"host_foreign_cores": 64.0}  # far above any host_busy threshold
+
+
+def test_busy_shots_give_no_second_row_picked_after_seeing_them():
+    slow = {"decode_tok_s": 20.0, **BUSY}
+    busy_series = series(WARM, [*speeds(30.0, 50.0), slow, slow, *speeds(50.5)])
+    frame = figure_frame(busy_series, *PAIRED[1:])
+    assert not [m for m in frame["metric"] if m.endswith("_quiet")]
+    assert "host_busy" in by_metric(frame, COLD_WARM_DELTA)["caveat_ids"]
+    assert len(answer_block(frame).cells) == 2
 
 
 # --- the best mode: one gate rule with the tables ------------------------------------------------
@@ -182,72 +264,14 @@ def test_a_gate_failed_on_a_shot_the_figure_does_not_use_still_keeps_the_mode_ou
 
 
 def test_the_answer_opens_the_summary_and_the_html_block_holds_its_rows():
-    figures, caveats = compute_figures(table(*SEPARATED), [], 0.7)
+    figures, caveats = compute_figures(table(*PAIRED), [], 0.7)
     frame = pd.DataFrame([f.as_row() for f in figures])
     summary = render_summary(
         frame, pd.DataFrame(caveats, columns=["caveat_id", "sentence", "figure_ids"]), "t"
     )
     assert summary.index("## Answer") < summary.index("## Cold and warm")
     html = ENV.get_template("answer_block.html.j2").render(answer=answer_block(frame))
-    assert "decode is 40.1 % slower than the warm shots" in html and "30.0 [29.0-31.0] (3)" in html
+    assert "% slower [" in html and "30.0 [29.0-31.0] (3)" in html
     page = (Path(whichshot.report.__file__).parent / "templates" / "index.html.j2").read_text()
     title = page.index("<h1>")
     assert page.index('{% include "answer_block.html.j2" %}', title) == page.index("</h1>", title) + 6
-
-
-# --- with and without host-busy shots, side by side ----------------------------------------------
-
-BUSY = {"host_foreign_cores": 64.0}  # far above any host_busy threshold
-
-
-def test_without_busy_shots_nothing_extra_appears():
-    frame = figure_frame(*SEPARATED)
-    assert not {m for m in frame["metric"] if QUIET in m}
-    block = answer_block(frame)
-    assert all(row["quiet"] is None for row in block.cells) and block.busy_note == ""
-
-
-def test_busy_warm_shots_give_the_row_again_without_them():
-    slow = {"decode_tok_s": 20.0, **BUSY}
-    busy_series = series(WARM, [*speeds(49.0, 50.0), slow, slow, *speeds(50.5)])
-    frame = figure_frame(SEPARATED[0], busy_series, *SEPARATED[2:])
-    delta, calm = by_metric(frame, COLD_WARM_DELTA), by_metric(frame, quiet(COLD_WARM_DELTA))
-    busy_ids = {r["shot_id"] for r in busy_series if r.get("host_foreign_cores") == 64.0}
-    assert "host_busy" in delta["caveat_ids"] and "host_busy" not in calm["caveat_ids"]
-    assert set(calm["shot_ids"]) == set(delta["shot_ids"]) - busy_ids
-    assert calm["selected_by"] == "cold less host-busy and warm less host-busy"
-    assert by_metric(frame, quiet(SPEED))["protocol"] == "warm"  # the cold side had no busy shot
-    block = answer_block(frame)
-    decode = block.cells[2]
-    quiet_warm = "50.2 [49.8-50.2] (3)"  # the busy series keeps shots 2 and 5: 50.25, as before
-    assert decode["quiet"]["texts"][:4] == [QUIET_LABEL, "decode", "30.0 [29.0-31.0] (3)", quiet_warm]
-    assert decode["quiet"]["texts"][5] == DIFFERS and block.busy_note
-    lines = answer_markdown(block)
-    row = next(i for i, x in enumerate(lines) if x.startswith("| eng · m · p64 · ctx 512 | decode"))
-    assert lines[row + 1].startswith(f"| {QUIET_LABEL} | decode | 30.0")
-    html = ENV.get_template("answer_block.html.j2").render(answer=block)
-    assert html.count('<tr class="quiet"') == 3  # the busy shots' TTFT and prefill are left out too
-    assert block.sentence.startswith("Here the first (cold) shot differs from the warm shots in no phase")
-
-
-def test_a_side_left_without_quiet_shots_says_so():
-    frame = figure_frame(series(COLD, speeds(30.0, 31.0), **BUSY), *SEPARATED[1:])
-    assert quiet(COLD_WARM_DELTA) not in set(frame["metric"])
-    decode = answer_block(frame).cells[2]
-    assert decode["quiet"]["texts"][2] == TOO_FEW_QUIET and decode["quiet"]["texts"][4] == TOO_FEW_QUIET
-    assert decode["quiet"]["texts"][3] == decode["texts"][3]  # the warm side had no busy shot: its own
-
-
-def test_the_best_mode_without_busy_shots_is_chosen_again():
-    gate = {"task_gate": "recall", "task_done": True, "recall_exact": True, "lossless_vs_none": True}
-    fast = [{**gate, "decode_tok_s": 200.0 + i} for i in range(3)]
-    busy_fast = [series(recall("ngram_fast"), fast, repeat=r, **BUSY) for r in (1, 2)]
-    frame = figure_frame(*two_processes("none", 50.0, True, None), *busy_fast,
-                         *two_processes("ngram_mod", 70.0, True, True))  # fmt: skip
-    assert by_metric(frame, BEST_MODE)["spec_mode"] == "ngram_fast"
-    calm = by_metric(frame, quiet(BEST_MODE))
-    assert calm["spec_mode"] == "ngram_mod" and "too few quiet shots: ngram_fast" in calm["note"]
-    (row,) = answer_block(frame).workloads
-    assert row["best_mode"] == "ngram_fast"
-    assert row["quiet"]["texts"][:3] == [QUIET_LABEL, "51.7 tok/s", "ngram_mod"]
-    assert row["quiet"]["texts"][3].startswith("×1.39 [×")

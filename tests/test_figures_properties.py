@@ -21,7 +21,6 @@ from whichshot.figures.provenance import KINDS, column_kinds
 from whichshot.figures.statistic import (
     ANY_STATUS,
     JOIN,
-    LESS_BUSY,
     ColdRule,
     EveryShotRule,
     ShotIndexRule,
@@ -213,8 +212,7 @@ def test_every_kind_follows_the_one_provenance_rule(shots):
 
 
 PROTOCOL_RULES = (ColdRule().name, WarmRule().name)
-SELECTED_BY = {*PROTOCOL_RULES, ShotIndexRule(1).name, EveryShotRule().name, ANY_STATUS, BACK_TO_BACK,
-               *(f"{rule} {LESS_BUSY}" for rule in PROTOCOL_RULES)}  # fmt: skip
+SELECTED_BY = {*PROTOCOL_RULES, ShotIndexRule(1).name, EveryShotRule().name, ANY_STATUS, BACK_TO_BACK}
 
 
 @PROPERTIES

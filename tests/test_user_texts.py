@@ -145,8 +145,10 @@ def test_a_text_without_blank_lines_has_a_paragraph_per_line(tmp_path):
 def test_a_document_text_too_short_for_its_workload_is_refused_with_its_length_and_the_minimum(
     tmp_path, names, content, said
 ):
+    config = with_texts(tmp_path, "texts", content, names)
+    config["workloads"].update(document_tokens=256, max_output_tokens=384)  # the sizes the messages state
     with pytest.raises(WhichshotError) as refused:
-        check_config(with_texts(tmp_path, "texts", content, names))
+        check_config(config)
     assert said in str(refused.value) and "\n" not in str(refused.value)
 
 

@@ -15,8 +15,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from whichshot.figures.statistic import outlier_flags
-from whichshot.figures.verdict import process_values, ratio_interval, ratio_range, verdict_code
+from whichshot.figures.statistic import WarmRule, outlier_flags
+from whichshot.figures.steady_state import TOO_FEW_SHOTS, series_classes
+from whichshot.figures.verdict import (
+    paired_ratio_interval,
+    paired_ratio_range,
+    paired_values,
+    process_values,
+    ratio_interval,
+    ratio_range,
+    verdict_code,
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,44 @@ def process_ratio_min(rows, columns, params, inputs=()) -> float | None:
 def process_ratio_max(rows, columns, params, inputs=()) -> float | None:
     span = ratio_range(*_process_sides(rows, columns[0], params))
     return None if span is None else _as_asked(span[1], params)
+
+
+def paired_ratio(rows, columns, params, inputs=()) -> float | None:
+    """Shot 1 over the kept warm shots, paired per process: the geometric mean of the processes'
+    ratios (figures.verdict)."""
+    firsts, warms = paired_values(rows, columns[0])
+    if not firsts or min(*firsts, *warms) <= 0:
+        return None
+    logs = statistics.fmean(math.log(f) - math.log(w) for f, w in zip(firsts, warms, strict=True))
+    return _as_asked(math.exp(logs), params)
+
+
+def paired_ratio_low(rows, columns, params, inputs=()) -> float | None:
+    interval = paired_ratio_interval(*paired_values(rows, columns[0]))
+    return None if interval is None else _as_asked(interval.low, params)
+
+
+def paired_ratio_high(rows, columns, params, inputs=()) -> float | None:
+    interval = paired_ratio_interval(*paired_values(rows, columns[0]))
+    return None if interval is None else _as_asked(interval.high, params)
+
+
+def paired_ratio_min(rows, columns, params, inputs=()) -> float | None:
+    span = paired_ratio_range(*paired_values(rows, columns[0]))
+    return None if span is None else _as_asked(span[0], params)
+
+
+def paired_ratio_max(rows, columns, params, inputs=()) -> float | None:
+    span = paired_ratio_range(*paired_values(rows, columns[0]))
+    return None if span is None else _as_asked(span[1], params)
+
+
+def count_steady_state(rows, columns, params, inputs=()) -> float | None:
+    """How many warm series (processes) of the cited warm shots fall in params['class']
+    (figures.steady_state); none without a series that could be classified."""
+    classes = series_classes(rows, columns[0], WarmRule(params["fraction"]).keep, params["margin"])
+    counted = [c for c in classes.values() if c != TOO_FEW_SHOTS]
+    return float(sum(c == params["class"] for c in counted)) if counted else None
 
 
 def lowest_process(rows, columns, params, inputs=()) -> float | None:
@@ -453,6 +500,12 @@ AGGREGATIONS = {
         Aggregation("process_ratio_high", "shots", process_ratio_high),
         Aggregation("process_ratio_min", "shots", process_ratio_min),
         Aggregation("process_ratio_max", "shots", process_ratio_max),
+        Aggregation("paired_ratio", "shots", paired_ratio),
+        Aggregation("paired_ratio_low", "shots", paired_ratio_low),
+        Aggregation("paired_ratio_high", "shots", paired_ratio_high),
+        Aggregation("paired_ratio_min", "shots", paired_ratio_min),
+        Aggregation("paired_ratio_max", "shots", paired_ratio_max),
+        Aggregation("count_steady_state", "shots", count_steady_state),
         Aggregation("verdict", "figures", verdict),
         Aggregation("highest_input", "figures", highest_input),
         Aggregation("count_passing", "figures", count_passing),

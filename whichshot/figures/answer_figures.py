@@ -1,44 +1,47 @@
-"""The answer block's figures. Per warm cell and its cold sibling, for each phase (TTFT, prefill,
-decode): cold over warm with the process as the unit, its interval and verdict
-(figures.comparison), and each side's lowest and highest process beside its median. Per workload's
-no-draft cell: how many speculative modes passed every gate (caveats.gates, the rule the tables
-strike by) and the best of them. Where the shots a comparison uses include some that host_busy
-names, the same figures again from the same functions with the rule less those shots
-(statistic.LessBusyRule), under the metric + QUIET; none where a side keeps no shot ("too few quiet
-shots")."""
-
-from collections.abc import Callable
-from dataclasses import dataclass
+"""The answer block's figures. Per warm cell of the protocol grid (and of a workload whose config ran
+cold processes), one verdict per quantity (prefill, decode): the first
+shot against the warm shots with the process as the unit, its interval and verdict
+(figures.comparison), and each side's lowest and highest process beside its median; TTFT beside
+prefill as a number only (prefill = prompt tokens / TTFT in every shot: one measurement, one verdict).
+Paired inside each process where the cell's warm series have a shot 1 (its process's cold shot);
+else against the cold sibling's separate processes (unpaired). Per workload's no-draft cell: how many
+speculative modes passed every gate (caveats.gates, the rule the tables strike by) and the best of
+them."""
 
 import pandas as pd
 
 from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.gates import GateCheck, gate_label
-from whichshot.figures.caveats.run_rules import busy_shot_ids
-from whichshot.figures.cell_figures import AGGREGATION, FORMULA
 from whichshot.figures.cells import Cell, cell_id, cold_sibling, group_cells
-from whichshot.figures.comparison import Pair, comparison_figures, comparison_metrics
-from whichshot.figures.statistic import LessBusyRule, Rule
-from whichshot.figures.workload_figures import SPEEDUP_METRIC, speedup_pair
+from whichshot.figures.comparison import Pair, comparison_figures, comparison_metrics, comparison_point
+from whichshot.figures.statistic import ColdRule, Selection, WarmRule
+from whichshot.figures.steady_state import CLASSES
+from whichshot.figures.steady_state import METHOD as STEADY_METHOD
+from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
 
-PHASES = ("ttft_s", "prefill_tok_s", "decode_tok_s")  # the order the answer lists them in
+PHASES = ("prefill_tok_s", "decode_tok_s")  # one verdict each, in the answer's order
+BESIDE = {"prefill_tok_s": "ttft_s"}  # shown beside a phase as a number, never a verdict of its own
 SPEED = "decode_tok_s"
 BEST_MODE = "best_mode_speedup_vs_none"
 MODES_PASSING = "modes_gate_passed_lossless"
 TASK_SHARE, LOSSLESS_SHARE = "task_done_share", "lossless_share"
-QUIET = "_quiet"  # the same figure from its shots less those host_busy names
-
-
-def quiet(metric: str) -> str:
-    """The metric of a figure computed again without the host-busy shots."""
-    return f"{metric}{QUIET}"
 
 
 def cold_vs_warm(phase: str) -> str:
     """The metric of a phase's cold-over-warm delta."""
     return f"{phase}_cold_vs_warm_delta"
+
+
+def first_shot(phase: str) -> str:
+    """The metric of a warm cell's shot-1 value (the median over its processes' shot 1)."""
+    return f"{phase}_first_shot"
+
+
+def steady(phase: str, state: str) -> str:
+    """The metric of how many of a warm cell's series fall in a steady-state class in one phase."""
+    return f"{phase}_series_{state.replace(' ', '_').replace('-', '_')}"
 
 
 def lowest(phase: str) -> str:
@@ -52,99 +55,130 @@ def highest(phase: str) -> str:
 COLD_WARM_DELTA = cold_vs_warm(SPEED)
 # Every metric this family makes (the speed-up's point is the workload table's; its interval is here).
 ANSWER_METRICS = frozenset(
-    {made for phase in PHASES for metric in (cold_vs_warm(phase), quiet(cold_vs_warm(phase)))
-     for made in comparison_metrics(metric)}
-    | {metric + suffix for phase in PHASES for metric in (lowest(phase), highest(phase))
-       for suffix in ("", QUIET)}
-    | {quiet(phase) for phase in PHASES}
-    | set(comparison_metrics(SPEEDUP_METRIC)[1:]) | set(comparison_metrics(quiet(SPEEDUP_METRIC)))
-    | {BEST_MODE, quiet(BEST_MODE), MODES_PASSING}
+    {made for phase in PHASES for made in comparison_metrics(cold_vs_warm(phase))}
+    | {cold_vs_warm(beside) for beside in BESIDE.values()}
+    | {metric for phase in PHASES for side in (phase, first_shot(phase))
+       for metric in (lowest(side), highest(side))}
+    | {first_shot(phase) for phase in PHASES}
+    | {steady(phase, state) for phase in PHASES for state in CLASSES}
+    | set(comparison_metrics(SPEEDUP_METRIC)[1:])
+    | {BEST_MODE, MODES_PASSING}
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Variant:
-    """The figures as the protocol's rule picks their shots, or less the host-busy shots."""
-
-    suffix: str  # "" or QUIET
-    rule_of: Callable[[str], Rule]  # protocol -> the rule that picks a cell's shots
-
-    def metric(self, metric: str) -> str:
-        return metric + self.suffix
 
 
 def answer_figures(catalog: Catalog) -> list[figure.Figure]:
     cells = {cell_id(cell): (cell, rows) for cell, rows in group_cells(catalog.shots)}
-    busy = busy_shot_ids(catalog)
-    plain = Variant("", catalog.rule)
-    less_busy = Variant(QUIET, lambda protocol: LessBusyRule(catalog.rule(protocol), busy))
     figures: list[figure.Figure] = []
-    sides_done: set[tuple[str, str, str]] = set()
+    done: set[tuple[str, str]] = set()  # the sides whose spread is made
     for warm, warm_rows in cells.values():
-        cold = cold_sibling(warm)
-        if warm["protocol"] != "warm" or cell_id(cold) not in cells:
-            continue
-        sides = ((cold, cells[cell_id(cold)][1]), (warm, warm_rows))
-        for phase in PHASES:
-            for variant in (plain, less_busy) if _any_busy(sides, phase, busy, plain) else (plain,):
-                made = _cold_vs_warm(catalog, variant, sides, phase)
-                figures += made
-                for side, rows in sides if made else ():
-                    figures += _side_figures(catalog, variant, side, rows, phase, busy, sides_done)
-    quiet_speedups = _quiet_speedups(catalog, cells, busy, plain, less_busy)
-    figures += [made for comparison in quiet_speedups.values() for made in comparison or ()]
-    figures += _best_modes(catalog, cells, quiet_speedups)
+        cold = cells.get(cell_id(cold_sibling(warm)))
+        # a workload cell asks the cold/warm question only where its config ran cold processes
+        if warm["protocol"] == "warm" and (warm["workload"] == BASE_WORKLOAD or cold is not None):
+            for phase in PHASES:
+                figures += _phase_figures(catalog, warm, warm_rows, cold, phase, done)
+    figures += _best_modes(catalog, cells)
     return figures
 
 
-def _any_busy(sides, column: str, busy: frozenset[str], plain: Variant) -> bool:
-    """Whether the plain rule picks a host-busy shot on either side."""
-    return bool(busy) and any(
-        plain.rule_of(cell["protocol"]).select(rows, column).rows["shot_id"].isin(busy).any()
-        for cell, rows in sides
-    )
+def _phase_figures(
+    catalog: Catalog, warm: Cell, warm_rows: pd.DataFrame, cold: tuple | None, phase: str, done: set
+) -> list[figure.Figure]:
+    """One phase's comparison, the number beside it, and each side's spread."""
+    made = _first_vs_warm(catalog, warm, warm_rows, cold, phase)
+    if not made:
+        return []
+    paired = _is_paired(made[0])
+    if phase in BESIDE:
+        made += _first_vs_warm(catalog, warm, warm_rows, cold, BESIDE[phase], paired, point_only=True)
+    made += _side_figures(catalog, warm, warm_rows, phase, done, first=False)
+    made += _steady_figures(catalog, warm, warm_rows, phase)
+    if paired:
+        return made + _side_figures(catalog, warm, warm_rows, phase, done, first=True)
+    return made + _side_figures(catalog, *cold, phase, done, first=False)
 
 
-def _cold_vs_warm(catalog: Catalog, variant: Variant, sides, phase: str) -> list[figure.Figure]:
-    """Cold over warm in one phase, with its interval and verdict; nothing where a side keeps no shot."""
-    (cold, cold_rows), (warm, warm_rows) = sides
-    selections = tuple(variant.rule_of(c["protocol"]).select(rows, phase) for c, rows in sides)
+def _steady_figures(catalog: Catalog, warm: Cell, rows: pd.DataFrame, phase: str) -> list[figure.Figure]:
+    """How many of the cell's warm series are flat, warmed up, slowed down or reached no steady state
+    in one phase (figures.steady_state); none where no series has enough warm shots."""
+    every_warm_shot = WarmRule(1.0).select(rows, phase)  # shot 2 on of each series' longest run
+    if every_warm_shot.rows.empty:
+        return []
+    params = {"fraction": catalog.warm_fraction, "margin": catalog.verdict_margin}
+    made = [
+        figure.from_shots(steady(phase, state), warm, every_warm_shot, "count_steady_state", [phase],
+                          unit="series", parameters={**params, "class": state},
+                          formula=f"warm series whose {phase} is '{state}' (of those with at least three "
+                          f"warm shots): {STEADY_METHOD}", computed_by=answer_figures)
+        for state in CLASSES
+    ]  # fmt: skip
+    return made if made[0].value is not None else []
+
+
+def _is_paired(point: figure.Figure) -> bool:
+    return '"paired": true' in point.parameters
+
+
+def _first_vs_warm(
+    catalog: Catalog,
+    warm: Cell,
+    warm_rows: pd.DataFrame,
+    cold: tuple | None,
+    phase: str,
+    paired: bool | None = None,
+    point_only: bool = False,
+) -> list[figure.Figure]:
+    """Shot 1 over the warm shots in one phase (paired per process where the warm series have a shot 1,
+    else the cold sibling's processes against the warm series), with its interval and verdict; nothing
+    where a side keeps no shot."""
+    warm_kept = catalog.rule("warm").select(warm_rows, phase)
+    firsts = ColdRule().select(warm_rows, phase)
+    if paired is None:
+        paired = bool(set(firsts.rows["process_id"]) & set(warm_kept.rows["process_id"]))
+    if paired:
+        words = f"shot 1 {phase} / warm {phase} of the same process"
+        pair = Pair(cold_vs_warm(phase), phase, warm, warm, "protocol", True, warm, None, words, paired=True)
+        selections: tuple[Selection, Selection] = (firsts, warm_kept)
+    elif cold is not None:
+        cold_cell, cold_rows = cold
+        pair = Pair(cold_vs_warm(phase), phase, cold_cell, warm, "protocol", True, warm, cold_cell,
+                    f"cold {phase} / warm {phase}")  # fmt: skip
+        selections = (catalog.rule("cold").select(cold_rows, phase), warm_kept)
+    else:
+        return []
     if any(s.rows.empty for s in selections):
         return []
-    less = ", each without the shots host_busy names" if variant.suffix else ""
-    words = f"cold {phase} / warm {phase}{less}"
-    pair = Pair(variant.metric(cold_vs_warm(phase)), phase, cold, warm, "protocol", True, warm, cold, words)
+    if point_only:
+        return [comparison_point(pair, selections, answer_figures)]
     return comparison_figures(pair, selections, catalog.verdict_margin, answer_figures)
 
 
 def _side_figures(
-    catalog: Catalog, variant: Variant, cell: Cell, rows: pd.DataFrame, phase: str, busy, done: set
+    catalog: Catalog, cell: Cell, rows: pd.DataFrame, phase: str, done: set, first: bool
 ) -> list[figure.Figure]:
-    """A side's lowest and highest process (and, less the busy shots, its median) in one phase, once
-    per cell; none for the quiet variant where the side has no busy shot (it keeps its own)."""
-    key = (cell_id(cell), phase, variant.suffix)
-    rule = variant.rule_of(cell["protocol"])
-    if key in done or (variant.suffix and not rule.leaves_out_any(rows, phase)):
+    """A side's lowest and highest process in one phase, once per cell (and, for the first shots of a
+    warm cell, their median: the cell's own median is its warm shots')."""
+    metric = first_shot(phase) if first else phase
+    key = (cell_id(cell), metric)
+    if key in done:
         return []
     done.add(key)
+    rule = ColdRule() if first else catalog.rule(cell["protocol"])
     selection = rule.select(rows, phase)
     if selection.rows.empty:
         return []
-    less = ", less the shots host_busy names" if variant.suffix else ""
     processes = {"processes": selection.rows["process_id"].nunique()}  # what the answer counts
+    kept = "its shot 1" if first else f"the median of the shots the {cell['protocol']} rule kept from it"
     made = [
-        figure.from_shots(variant.metric(metric), cell, selection, aggregation, [phase], parameters=processes,
-                          formula=f"{words} per-process {phase} (a process's value: the median of the "
-                          f"shots the {cell['protocol']} rule kept from it){less}",
+        figure.from_shots(aggregate(metric), cell, selection, aggregation, [phase], parameters=processes,
+                          formula=f"{words} per-process {phase} (a process's value: {kept})",
                           computed_by=answer_figures)
-        for metric, aggregation, words in ((lowest(phase), "lowest_process", "lowest"),
-                                           (highest(phase), "highest_process", "highest"))
+        for aggregate, aggregation, words in ((lowest, "lowest_process", "lowest"),
+                                              (highest, "highest_process", "highest"))
     ]  # fmt: skip
-    if variant.suffix:
-        protocol = cell["protocol"]
-        made.append(figure.from_shots(quiet(phase), cell, selection, AGGREGATION[protocol], [phase],
-                                      formula=f"{FORMULA[protocol].format(column=phase)}{less}",
-                                      computed_by=answer_figures))  # fmt: skip
+    if first:
+        made.append(figure.from_shots(metric, cell, selection, "median", [phase], parameters=processes,
+                                      formula=f"median {phase} of shot 1 of each warm series (its process's "
+                                      "cold shot)", computed_by=answer_figures))  # fmt: skip
     return made
 
 
@@ -158,29 +192,9 @@ def _drafted(catalog: Catalog, cells) -> list[tuple[Cell, pd.DataFrame, Cell, pd
     return found
 
 
-def _quiet_speedups(
-    catalog: Catalog, cells, busy, plain: Variant, less_busy: Variant
-) -> dict[str, list[figure.Figure] | None]:
-    """Per drafted cell whose speed-up rests on a host-busy shot: that speed-up (its interval and
-    verdict) without them; None where a side keeps no quiet shot."""
-    made: dict[str, list[figure.Figure] | None] = {}
-    for cell, rows, base, base_rows in _drafted(catalog, cells):
-        sides = ((cell, rows), (base, base_rows))
-        if not _any_busy(sides, SPEED, busy, plain):
-            continue
-        rule = less_busy.rule_of(cell["protocol"])
-        selections = (rule.select(rows, SPEED), rule.select(base_rows, SPEED))
-        if any(s.rows.empty for s in selections):
-            made[cell_id(cell)] = None
-            continue
-        pair = speedup_pair(cell, quiet(SPEEDUP_METRIC))
-        made[cell_id(cell)] = comparison_figures(pair, selections, catalog.verdict_margin, answer_figures)
-    return made
-
-
-def _best_modes(catalog: Catalog, cells, quiet_speedups: dict[str, list]) -> list[figure.Figure]:
+def _best_modes(catalog: Catalog, cells) -> list[figure.Figure]:
     """Per workload's no-draft cell: the modes whose speed-up no gate strikes, their count and the
-    best of them (again by the speed-up without the host-busy shots where one was made)."""
+    best of them."""
     check = GateCheck(catalog)
     modes_of: dict[str, list[tuple[Cell, figure.Figure]]] = {}
     for cell, _rows, base, _base_rows in _drafted(catalog, cells):
@@ -194,28 +208,8 @@ def _best_modes(catalog: Catalog, cells, quiet_speedups: dict[str, list]) -> lis
         figures.append(_modes_passing(base, modes, gates))
         passing = [(mode, s) for mode, s in modes if not gates[cell_id(mode)] and s.value is not None]
         if passing:
-            figures.append(_best(BEST_MODE, passing, base, "", _passing_note(modes, gates)))
-        figures += _quiet_best_mode(base, passing, quiet_speedups, _passing_note(modes, gates))
+            figures.append(_best(BEST_MODE, passing, base, _passing_note(modes, gates)))
     return figures
-
-
-def _quiet_best_mode(base: Cell, passing: list, quiet_speedups: dict, note: str) -> list[figure.Figure]:
-    """The best passing mode by its speed-up without the host-busy shots (its own where neither it nor
-    the no-draft cell has one); nothing where no passing mode rests on a busy shot, or none keeps one."""
-    if not any(cell_id(mode) in quiet_speedups for mode, _speedup in passing):
-        return []
-    valued, too_few = [], []
-    for mode, speedup in passing:
-        if cell_id(mode) not in quiet_speedups:
-            valued.append((mode, speedup))
-        elif (made := quiet_speedups[cell_id(mode)]) and made[0].value is not None:
-            valued.append((mode, made[0]))
-        else:
-            too_few.append(mode["spec_mode"])
-    if not valued:
-        return []  # too few quiet shots for every mode: the answer says so
-    note += f"; too few quiet shots: {', '.join(too_few)}" if too_few else ""
-    return [_best(quiet(BEST_MODE), valued, base, " without the host-busy shots", note)]
 
 
 def _modes_passing(base: Cell, modes: list, gates: dict[str, list]) -> figure.Figure:
@@ -241,7 +235,7 @@ def _passing_note(modes: list, gates: dict[str, list]) -> str:
     return "left out: " + "; ".join(left_out) if left_out else "every mode passed"
 
 
-def _best(metric: str, valued: list, base: Cell, without: str, note: str) -> figure.Figure:
+def _best(metric: str, valued: list, base: Cell, note: str) -> figure.Figure:
     best_mode, _speedup = max(valued, key=lambda pair: pair[1].value)
     return figure.from_figures(
         metric,
@@ -250,7 +244,7 @@ def _best(metric: str, valued: list, base: Cell, without: str, note: str) -> fig
         unit="ratio",
         cell=best_mode,
         baseline=base,
-        formula=f"the highest {SPEEDUP_METRIC}{without} among the modes no gate strikes (caveats.gates); the "
+        formula=f"the highest {SPEEDUP_METRIC} among the modes no gate strikes (caveats.gates); the "
         "figure's cell is that mode's",
         computed_by=answer_figures,
         note=f"best of {len(valued)} mode(s) that passed; {note}",

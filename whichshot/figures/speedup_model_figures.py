@@ -27,7 +27,6 @@ from typing import Any
 import pandas as pd
 
 from whichshot.figures import figure
-from whichshot.figures.answer_figures import quiet
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
 from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
@@ -46,7 +45,6 @@ PREDICTED_SPEEDUP = "predicted_speedup_vs_none"
 KERNEL_SHARE = "verify_kernel_share"
 ACCEPTED_SHARE = "verify_token_share"
 PREDICTION_RESIDUAL = "speedup_prediction_residual"
-QUIET_PREDICTION_RESIDUAL = quiet(PREDICTION_RESIDUAL)
 MODEL_COLUMNS = [
     "output_tokens",
     "engine_draft_tokens",
@@ -77,20 +75,12 @@ def speedup_model_figures(catalog: Catalog) -> list[figure.Figure]:
         figures += model
         predicted = next(f for f in model if f.metric == PREDICTED_SPEEDUP)
         figures.append(_residual(PREDICTION_RESIDUAL, measured, predicted, RESIDUAL_FORMULA))
-        # Against the speed-up without the host-busy shots, where the answer has one: foreign load
-        # slows one side's shots, which no cost of drafting explains.
-        quietly = catalog.find(cell, quiet(SPEEDUP_METRIC))
-        if quietly is not None:
-            figures.append(_residual(QUIET_PREDICTION_RESIDUAL, quietly, predicted, QUIET_RESIDUAL_FORMULA))
     return figures
 
 
 RESIDUAL_FORMULA = (
     f"measured {SPEEDUP_METRIC} / {PREDICTED_SPEEDUP} - 1: what the cost model leaves unexplained (a draft "
     "model's own cost, the drafter's lookups, host load)"
-)
-QUIET_RESIDUAL_FORMULA = (
-    f"{quiet(SPEEDUP_METRIC)} / {PREDICTED_SPEEDUP} - 1: the residual without the shots host_busy names"
 )
 
 

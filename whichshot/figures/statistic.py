@@ -23,9 +23,8 @@ MIN_VALUES_FOR_OUTLIERS = 5
 _MAD_TO_SIGMA = 0.6745
 EVERY_SHOT = "every ok shot, cold and warm"  # how EveryShotRule's label begins
 # The selected_by of hand-made selections (a rule's is its name): every shot of any status (a count of
-# ok shots), and a rule's shots less the host-busy ones ("warm less host-busy").
+# ok shots).
 ANY_STATUS = "every shot, ok or not"
-LESS_BUSY = "less host-busy"
 JOIN = " and "  # between the rules of a figure built on others (no rule's name holds it)
 COLD_SHOT_INDEX = 1  # a process's first request: the cold shot, never a warm one
 
@@ -143,31 +142,7 @@ class EveryShotRule:
         return Selection(rows, cell, label, index_ranges(rows["shot_index"]) if len(rows) else "", self.name)
 
 
-@dataclass(frozen=True)
-class LessBusyRule:
-    """Another rule's shots less those the host_busy caveat names (other work ran on the machine
-    during them): the answer's rows "without host-busy shots" run through the same functions."""
-
-    rule: "ColdRule | WarmRule"
-    busy: frozenset[str]
-
-    @property
-    def name(self) -> str:
-        return f"{self.rule.name} {LESS_BUSY}"
-
-    def select(self, cell: pd.DataFrame, column: str | None) -> Selection:
-        chosen = self.rule.select(cell, column)
-        is_busy = chosen.rows["shot_id"].isin(self.busy)
-        label = f"{chosen.label}, less {int(is_busy.sum())} host-busy shot(s)"
-        return Selection(chosen.rows[~is_busy], chosen.examined, label, chosen.shot_indices, self.name,
-                         chosen.problems)  # fmt: skip
-
-    def leaves_out_any(self, cell: pd.DataFrame, column: str | None) -> bool:
-        """Whether the plain rule picks a host-busy shot of this cell."""
-        return bool(self.rule.select(cell, column).rows["shot_id"].isin(self.busy).any())
-
-
-Rule = ColdRule | WarmRule | ShotIndexRule | EveryShotRule | LessBusyRule
+Rule = ColdRule | WarmRule | ShotIndexRule | EveryShotRule
 
 
 def protocol_rule(protocol: str, warm_fraction: float) -> ColdRule | WarmRule:

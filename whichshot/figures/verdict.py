@@ -1,5 +1,12 @@
 """Verdicts with the process as the unit of replication.
 
+Cold against warm, paired inside the process (PAIRED_METHOD): each warm series' shot 1 is its
+process's cold shot, so each process gives one difference d = log(shot 1) - log(median of its kept
+warm shots), and the interval is Student's t over the processes' d's, turned back into a ratio (of
+geometric means). The spread between processes (one process decodes 8 % slower than the next) is in
+both of a process's values and drops out of d. Where a run has no warm series with a shot 1 (only
+separate cold processes), the two sides are compared unpaired (Welch, below).
+
 A comparison sets one side (the cold shots, a drafted cell) against a reference (the warm shots, no
 drafting). Shots of one engine process are not independent draws, so each process gives one value
 first: the median of the shots its side's rule kept from it (a cold process: its shot 1; a warm
@@ -43,6 +50,14 @@ METHOD = (
     f"'{TOO_FEW}'. Assumes independent processes (the series run in Snakemake's order, which mixes the "
     "sides in time)"
 )
+PAIRED_METHOD = (
+    f"paired inside each process: a warm series' shot 1 is its process's cold shot, and each process gives "
+    f"d = log(shot 1) - log(median of its kept warm shots); Student's t interval ({LEVEL:.0%}, n - 1 "
+    f"degrees of freedom) for the mean of the processes' d's, as a ratio of geometric means; 'same within "
+    f"±m' where it lies inside the margin, 'differs' where it lies wholly beyond the margin, else "
+    f"'undecided'; below {MIN_PROCESSES} processes, '{TOO_FEW}'. Assumes independent processes; the "
+    "spread between processes cancels in d"
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,28 @@ def process_values(rows: pd.DataFrame, column: str) -> tuple[float, ...]:
     present = rows[rows[column].notna()]
     medians = present.groupby("process_id", sort=True)[column].median()
     return tuple(float(v) for v in medians)
+
+
+def paired_values(rows: pd.DataFrame, column: str, first_index: int = 1) -> tuple[tuple, tuple]:
+    """(first shots, warm values) per engine process that has both, in process id order: a process's
+    shot `first_index` and the median of its other rows' values."""
+    present = rows[rows[column].notna()]
+    is_first = present["shot_index"] == first_index
+    firsts = present[is_first].groupby("process_id", sort=True)[column].median()
+    warms = present[~is_first].groupby("process_id", sort=True)[column].median()
+    both = firsts.index.intersection(warms.index)
+    return tuple(float(v) for v in firsts[both]), tuple(float(v) for v in warms[both])
+
+
+def paired_log_interval(
+    differences: np.ndarray, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean difference, low, high) of Student's t interval over the last axis (the processes' paired
+    log differences): one comparison per leading index, as log_mean_interval."""
+    n = differences.shape[-1]
+    mean = differences.mean(axis=-1)
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * differences.std(axis=-1, ddof=1) / np.sqrt(n)
+    return mean, mean - half, mean + half
 
 
 def log_mean_interval(
@@ -87,6 +124,28 @@ def ratio_interval(side: Sequence[float], reference: Sequence[float]) -> Interva
         return None
     point, low, high = log_mean_interval(np.log(side), np.log(reference))
     return Interval(float(np.exp(point)), float(np.exp(low)), float(np.exp(high)))
+
+
+def paired_ratio_interval(firsts: Sequence[float], warms: Sequence[float]) -> Interval | None:
+    """First shot / warm value paired per process, with its interval; None below MIN_PROCESSES pairs."""
+    if len(firsts) < MIN_PROCESSES or min(*firsts, *warms) <= 0:
+        return None
+    point, low, high = paired_log_interval(np.log(firsts) - np.log(warms))
+    return Interval(float(np.exp(point)), float(np.exp(low)), float(np.exp(high)))
+
+
+def paired_ratio_range(firsts: Sequence[float], warms: Sequence[float]) -> tuple[float, float] | None:
+    """The lowest and highest per-process ratio first shot / warm value; None with no pair."""
+    if not firsts or min(warms) <= 0:
+        return None
+    ratios = [f / w for f, w in zip(firsts, warms, strict=True)]
+    return min(ratios), max(ratios)
+
+
+def resolution(low_delta: float, high_delta: float) -> float:
+    """The largest relative difference an interval of relative deltas leaves possible: what a run
+    that cannot tell says it can rule out beyond (max |low|, |high|)."""
+    return max(abs(low_delta), abs(high_delta))
 
 
 def ratio_range(side: Sequence[float], reference: Sequence[float]) -> tuple[float, float] | None:

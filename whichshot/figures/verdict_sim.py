@@ -3,12 +3,19 @@
 power), how often it says "same" of a difference outside the margin, and how often a repeat's point
 lands inside a run's interval (what a repeatability check should expect).
 
-Each shot's log speed is the side's mean + its process's offset + the shot's own noise; a process's
-value is the median of the shots its rule keeps, as verdict.process_values takes it. The draws run
-the production functions (log_mean_interval, verdict_codes) on whole arrays at once.
+Unpaired (two sides of separate processes): each shot's log speed is the side's mean + its process's
+offset + the shot's own noise; a process's value is the median of the shots its rule keeps, as
+verdict.process_values takes it. Paired (cold against warm inside each process): a process's shot 1
+is its level + the effect + shot 1's own noise, its warm shots its level + their noise; the level
+cancels in d = shot 1 - median of the kept warm shots, as verdict.paired_values takes them. The
+draws run the production functions (log_mean_interval, paired_log_interval, verdict_codes) on whole
+arrays at once. NOISE_FIXTURE holds the spreads measured on the project's 2-core VM
+(tools/noise_fixture.py); fixture_spreads turns them into the spreads drawn here.
 """
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +27,7 @@ from whichshot.figures.verdict import (
     SAME_CODE,
     UNDECIDED_CODE,
     log_mean_interval,
+    paired_log_interval,
     verdict_codes,
 )
 from whichshot.measure.grid import workload_protocol
@@ -44,6 +52,49 @@ class Spread:
     tails_df: float | None = None  # Student-t draws of this many degrees of freedom (heavy tails)
     slow_share: float = 0.0  # share of processes slowed by slow_by (a host with a slow mode)
     slow_by: float = 0.0
+    reference_between: float | None = None  # the reference side's own spread between processes
+
+
+@dataclass(frozen=True, order=True)
+class PairedShape:
+    """How many processes (warm series) a cell has, and how many warm shots of each the rule keeps."""
+
+    processes: int
+    warm_shots: int
+
+
+@dataclass(frozen=True)
+class PairedSpread:
+    """The noise of a paired comparison: standard deviations of log speed of a process's shot 1 and of
+    each of its warm shots about the process's own level (the level itself cancels)."""
+
+    first: float
+    within: float
+    tails_df: float | None = None  # Student-t draws (heavy tails)
+
+
+NOISE_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "noise" / "cpu_2core.json"
+PAIRED_PHASES = ("prefill_tok_s", "decode_tok_s")
+
+
+def fixture_spreads(path: Path = NOISE_FIXTURE) -> dict[str, Any]:
+    """The measured noise as spreads to draw: per phase a PairedSpread (shot 1's spread: the measured
+    spread of d, which already holds the warm median's, so drawn on top of it the noise is a little
+    larger than measured; warm shots: their robust spread) with normal and with heavy (t, 3 degrees of
+    freedom) tails; and the speed-ups' Spread (no-draft and drafted processes' measured spreads)."""
+    measured = json.loads(path.read_text())
+    paired = {
+        phase: [
+            PairedSpread(
+                measured["paired"][phase]["sd_robust"], measured["warm_shot"][phase]["sd_robust"], tails
+            )
+            for tails in (None, 3)
+        ]
+        for phase in PAIRED_PHASES
+    }
+    between = measured["speedup_between"]
+    speedup = Spread(between["drafted"]["sd_robust"], 0.0, reference_between=between["none"]["sd_robust"])
+    return {"paired": paired, "speedup": speedup}
 
 
 # Spreads of log speed to prove the verdict under: 2 % between processes (the issue that asked for
@@ -56,6 +107,17 @@ SPREADS = (
     Spread(between=0.02, within=0.01, tails_df=3),
     Spread(between=0.01, within=0.01, slow_share=0.2, slow_by=0.08),
 )
+
+
+def paired_config_shapes(config: dict[str, Any]) -> set[PairedShape]:
+    """The paired cold/warm comparisons a checked config makes: each protocol-grid warm cell's
+    series, shot 1 against the warm shots its rule keeps."""
+    protocol = config["protocol"]
+    keep = WarmRule(protocol["warm_fraction"]).keep
+    shots = protocol["warm_shots"]
+    if shots < 2 or protocol["repeats"] < MIN_PROCESSES:
+        return set()
+    return {PairedShape(protocol["repeats"], min(keep(shots), shots - 1))}
 
 
 def config_shapes(config: dict[str, Any]) -> set[Shape]:
@@ -83,10 +145,17 @@ def config_shapes(config: dict[str, Any]) -> set[Shape]:
 
 
 def process_logs(
-    rng: np.random.Generator, sims: int, processes: int, shots: int, spread: Spread
+    rng: np.random.Generator,
+    sims: int,
+    processes: int,
+    shots: int,
+    spread: Spread,
+    between: float | None = None,
 ) -> np.ndarray:
-    """(sims, processes) log values: each process's median shot."""
-    offsets = _noise(rng, (sims, processes, 1), spread.between, spread.tails_df)
+    """(sims, processes) log values: each process's median shot (its offset's spread `between`, the
+    spread's own by default)."""
+    between = spread.between if between is None else between
+    offsets = _noise(rng, (sims, processes, 1), between, spread.tails_df)
     slowed = rng.random((sims, processes, 1)) < spread.slow_share
     offsets = offsets + np.where(slowed, np.log1p(-spread.slow_by), 0.0)
     shot_noise = _noise(rng, (sims, processes, shots), spread.within, spread.tails_df)
@@ -106,9 +175,37 @@ def _intervals(
     """(point, low, high) as relative deltas of sims comparisons whose true side / reference is
     1 + effect."""
     side = process_logs(rng, sims, shape.side_processes, shape.side_shots, spread) + np.log1p(effect)
-    reference = process_logs(rng, sims, shape.reference_processes, shape.reference_shots, spread)
+    reference = process_logs(rng, sims, shape.reference_processes, shape.reference_shots, spread,
+                             spread.reference_between)  # fmt: skip
     point, low, high = log_mean_interval(side, reference)
     return np.expm1(point), np.expm1(low), np.expm1(high)
+
+
+def paired_differences(
+    rng: np.random.Generator, sims: int, shape: PairedShape, spread: PairedSpread, effect: float
+) -> np.ndarray:
+    """(sims, processes) paired log differences d = log(shot 1) - log(median of the kept warm shots),
+    with a true shot 1 / warm of 1 + effect."""
+    first = _noise(rng, (sims, shape.processes), spread.first, spread.tails_df) + np.log1p(effect)
+    warm = _noise(rng, (sims, shape.processes, shape.warm_shots), spread.within, spread.tails_df)
+    return first - np.median(warm, axis=-1)
+
+
+def paired_rates(
+    shape: PairedShape, spread: PairedSpread, effect: float, margin: float, sims: int = 4000, seed: int = 0
+) -> dict[str, float]:
+    """The share of sims paired comparisons (true delta `effect`) called differs, same, undecided."""
+    d = paired_differences(np.random.default_rng(seed), sims, shape, spread, effect)
+    _point, low, high = paired_log_interval(d)
+    return _shares(verdict_codes(np.expm1(low), np.expm1(high), margin))
+
+
+def _shares(codes: np.ndarray) -> dict[str, float]:
+    return {
+        "differs": float(np.mean(codes == DIFFERS_CODE)),
+        "same": float(np.mean(codes == SAME_CODE)),
+        "undecided": float(np.mean(codes == UNDECIDED_CODE)),
+    }
 
 
 def verdict_rates(
@@ -116,12 +213,7 @@ def verdict_rates(
 ) -> dict[str, float]:
     """The share of sims comparisons (true delta `effect`) the verdict calls differs, same, undecided."""
     _point, low, high = _intervals(np.random.default_rng(seed), shape, spread, effect, sims)
-    codes = verdict_codes(low, high, margin)
-    return {
-        "differs": float(np.mean(codes == DIFFERS_CODE)),
-        "same": float(np.mean(codes == SAME_CODE)),
-        "undecided": float(np.mean(codes == UNDECIDED_CODE)),
-    }
+    return _shares(verdict_codes(low, high, margin))
 
 
 def repeat_coverage(shape: Shape, spread: Spread, sims: int = 4000, seed: int = 0) -> float:

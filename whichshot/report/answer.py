@@ -1,55 +1,65 @@
-"""The answer block at the top of index.html and summary.md: per cold/warm pair, each phase (TTFT,
-prefill, decode) with each side's median and spread over processes, cold over warm and its verdict;
-per workload the best mode that no gate strikes, its speed-up, interval and verdict; one sentence on
-top that names the phase with the largest difference that leaves the margin. Where a row's figures
-rest on shots host_busy names, a row beneath it gives the same figures without those shots, or says
-there are too few quiet shots. Every number is a figures row (answer_figures, workload_figures),
-only written out here, never computed."""
+"""The answer block at the top of index.html and summary.md: per warm cell, one verdict per quantity
+(prefill, with TTFT beside it as a number; decode): each side's median and spread over processes,
+the first shot over the warm shots and its verdict; per workload the best mode that no gate strikes,
+its speed-up, interval and verdict; one sentence on top that says, per cell, what moved (phase,
+direction, size with its interval) and, where the run cannot tell, the largest difference it rules
+out. A row whose figure a table strikes (caveats.gates) says so and is left out of the sentence. Every
+number is a figures row (answer_figures, workload_figures), only written out here, never computed."""
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from whichshot.figures.answer_figures import (
+    BESIDE,
     BEST_MODE,
     LOSSLESS_SHARE,
     MODES_PASSING,
     PHASES,
     TASK_SHARE,
     cold_vs_warm,
+    first_shot,
     highest,
     lowest,
-    quiet,
+    steady,
 )
+from whichshot.figures.caveats.gates import gate_label, gate_words, struck_by
 from whichshot.figures.comparison import interval_metrics, range_metrics
 from whichshot.figures.constants import VERDICT_MARGIN
 from whichshot.figures.crosscheck_figures import BENCH_TESTS
-from whichshot.figures.verdict import DIFFERS, METHOD, SAME, TOO_FEW, UNDECIDED, margin_words, verdict_words
+from whichshot.figures.steady_state import CLASSES
+from whichshot.figures.steady_state import METHOD as STEADY_METHOD
+from whichshot.figures.verdict import (
+    DIFFERS,
+    METHOD,
+    PAIRED_METHOD,
+    SAME,
+    TOO_FEW,
+    UNDECIDED,
+    margin_words,
+    resolution,
+    verdict_words,
+)
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
 from whichshot.report.format import NOT_MEASURED, format_lossless, format_number, md
 from whichshot.report.tables import records_of, row_head
-from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
 
 PHASE_WORDS = {"ttft_s": "TTFT", "prefill_tok_s": "prefill", "decode_tok_s": "decode"}
-# A phase's delta > 0 in words: a longer TTFT, a faster speed.
-DIRECTION = {"ttft_s": ("longer", "shorter"), "prefill_tok_s": ("faster", "slower"),
-             "decode_tok_s": ("faster", "slower")}  # fmt: skip
+# A speed's relative delta > 0 in words.
+FASTER, SLOWER = "faster", "slower"
 BENCH_RATIO = {"prefill_tok_s": BENCH_TESTS["pp"][2], "decode_tok_s": BENCH_TESTS["tg"][2]}
-CELL_HEADER = ("cell", "phase", "cold median [min-max] (processes)", "warm median [min-max] (processes)",
-               "cold vs warm [95 % interval]", "verdict", "vs llama-bench")  # fmt: skip
+CELL_HEADER = ("cell", "phase", "shot 1 median [min-max] (processes)",
+               "warm median [min-max] (processes)", "shot 1 vs warm [95 % interval]", "verdict",
+               "TTFT shot 1 vs warm", "vs llama-bench", "warm series: " + " / ".join(CLASSES))  # fmt: skip
 WORKLOAD_HEADER = ("workload", "none", "best mode", "speed-up [95 % interval]", "verdict", "task gate",
                    "lossless", "modes passing")  # fmt: skip
-HOST_BUSY = "host_busy"  # the caveat (caveats.run_rules.host_busy) whose shots a quiet row leaves out
-QUIET_LABEL = "↳ without host-busy shots"
-TOO_FEW_QUIET = "too few quiet shots"
-BUSY_NOTE = (
-    f"Rows '{QUIET_LABEL}' give the row above again from its shots less those the host_busy caveat names "
-    "(other work ran on the machine during them); a side without its own busy shot keeps its figures; "
-    f"'{TOO_FEW_QUIET}': leaving them out leaves a side no shot."
-)
+STRUCK = "struck"
+CANNOT_TELL = "this run cannot tell smaller ones"
+BEYOND_WORDS = "no difference beyond"
+BEYOND = f"'{BEYOND_WORDS} ±x %': the largest difference the interval leaves possible; {CANNOT_TELL}"
 
 
 @dataclass
@@ -59,9 +69,21 @@ class AnswerBlock:
     workloads: list[dict[str, Any]] = field(default_factory=list)
     method: str = METHOD
     margin: str = ""  # '±2 %'
-    busy_note: str = ""  # said only where some row has a row without host-busy shots
     cell_header: tuple[str, ...] = CELL_HEADER
     workload_header: tuple[str, ...] = WORKLOAD_HEADER
+
+
+@dataclass(frozen=True)
+class Told:
+    """One phase's comparison as the figure rows give it: the point, its interval ends, its verdict
+    in words (or the gates that struck it)."""
+
+    phase: str
+    point: float | None
+    low: float | None
+    high: float | None
+    words: str
+    struck: str = ""  # the gates that struck its figures, in words ('' for none)
 
 
 def answer_block(figures: pd.DataFrame) -> AnswerBlock:
@@ -69,12 +91,22 @@ def answer_block(figures: pd.DataFrame) -> AnswerBlock:
     records = records_of(figures)
     by_key = {(r["cell_id"], r["metric"]): r for r in records if r["shot_index"] is None}
     margin = _margin(records)
-    pairs = [r for r in records if r["metric"] == cold_vs_warm(PHASES[-1])]
-    cells = [row for delta in pairs for row in _pair_rows(delta, by_key, margin)]
+    compared = {cold_vs_warm(phase) for phase in PHASES}
+    warm_cells = list(dict.fromkeys(r["cell_id"] for r in records if r["metric"] in compared))
+    rows = {warm: _pair_rows(warm, by_key, margin) for warm in warm_cells}
+    cells = [row for made in rows.values() for row in made]
     workloads = [_workload_row(r, by_key, margin) for r in records if r["metric"] == MODES_PASSING]
-    busy = any(row["quiet"] for row in cells + workloads)
-    return AnswerBlock(_sentence(pairs, by_key, margin), cells, workloads, margin=margin_words(margin),
-                       busy_note=BUSY_NOTE if busy else "")  # fmt: skip
+    return AnswerBlock(_sentence(rows, margin), cells, workloads, method=_method(cells),
+                       margin=margin_words(margin))  # fmt: skip
+
+
+def _method(cells: list[dict[str, Any]]) -> str:
+    """The methods the rows used: paired cold/warm, the unpaired one (speed-ups, separate cold
+    processes), and the warm series' steady-state classes."""
+    if not cells:
+        return METHOD
+    paired = f"shot 1 against warm: {PAIRED_METHOD}. " if any(row["paired"] for row in cells) else ""
+    return f"{paired}Unpaired (speed-ups, separate cold processes): {METHOD}. Warm series: {STEADY_METHOD}"
 
 
 def _margin(records: list[dict[str, Any]]) -> float:
@@ -82,30 +114,49 @@ def _margin(records: list[dict[str, Any]]) -> float:
     return next((r["value"] for r in records if r["metric"] == "verdict_margin"), VERDICT_MARGIN)
 
 
-def _pair_rows(decode_delta: dict[str, Any], by_key: dict, margin: float) -> list[dict[str, Any]]:
-    """One row per phase of a cold/warm pair, each with its row without host-busy shots."""
-    warm, cold = decode_delta["cell_id"], decode_delta["baseline_cell_id"]
+def _pair_rows(warm: str, by_key: dict, margin: float) -> list[dict[str, Any]]:
+    """One row per phase of a warm cell: shot 1 against the warm shots."""
     rows = []
     for phase in PHASES:
         delta = by_key.get((warm, cold_vs_warm(phase)))
         if delta is None:
             continue
-        texts, used = _comparison_texts(by_key, warm, cold_vs_warm(phase), _percent, margin)
+        paired = bool(_parameters(delta).get("paired"))
+        first = (warm, first_shot(phase)) if paired else (delta["baseline_cell_id"], phase)
+        texts, used, told = _comparison_texts(by_key, warm, cold_vs_warm(phase), _percent, margin)
+        beside = by_key.get((warm, cold_vs_warm(BESIDE[phase]))) if phase in BESIDE else None
         bench = [by_key.get((warm, m)) for m in _bench_metrics(phase)]
-        sides = [by_key.get((c, m)) for c in (cold, warm) for m in (phase, lowest(phase), highest(phase))]
+        sides = [by_key.get((c, m)) for c, p in (first, (warm, phase)) for m in (p, lowest(p), highest(p))]
+        states = [by_key.get((warm, steady(phase, state))) for state in CLASSES]
         rows.append({
             "label": short_label(delta),
             "phase": phase,
             "cell_id": warm,
+            "paired": paired,
             "delta": delta["value"],
             "verdict": texts[1],
-            "texts": [short_label(delta), PHASE_WORDS[phase], _spread(by_key, cold, phase),
-                      _spread(by_key, warm, phase), *texts, _bench(*bench)],
-            "ids": _ids([*used, *bench, *sides]),
-            "quiet": _quiet_pair_row(by_key, warm, cold, phase, margin)
-            if _busy(delta) else None,
+            "told": told,
+            "axes": {axis: delta.get(axis) for axis in AXES},
+            "texts": [short_label(delta), PHASE_WORDS[phase], _spread(by_key, *first),
+                      _spread(by_key, warm, phase), *texts, _beside(beside), _bench(*bench), _states(states)],
+            "ids": _ids([*used, beside, *bench, *sides, *states]),
         })  # fmt: skip
     return rows
+
+
+def _beside(figure: dict[str, Any] | None) -> str:
+    """The number shown beside a verdict (TTFT beside prefill), struck as its tables strike it."""
+    if figure is None:
+        return "—"
+    gates = struck_by(figure)
+    return f"{STRUCK} ({gate_label(gates)})" if gates else _percent(figure)
+
+
+def _states(counts: list[dict[str, Any] | None]) -> str:
+    """'1 / 0 / 0 / 5': the warm series in each steady-state class (figures.steady_state)."""
+    if any(_value(c) is None for c in counts):
+        return "—"
+    return " / ".join(f"{c['value']:.0f}" for c in counts)
 
 
 def _bench_metrics(phase: str) -> tuple[str, ...]:
@@ -114,12 +165,19 @@ def _bench_metrics(phase: str) -> tuple[str, ...]:
     return (BENCH_RATIO[phase], *interval_metrics(BENCH_RATIO[phase])[:2])
 
 
-def _comparison_texts(by_key: dict, cell: str, metric: str, write, margin: float) -> tuple[list[str], list]:
-    """('point [interval]' or 'point (range a to b)', the verdict in words) of a comparison, and the
-    figures they come from."""
+def _comparison_texts(by_key: dict, cell: str, metric: str, write, margin: float):
+    """('point [interval]' or 'point (range a to b)', the verdict in words), the figures they come
+    from, and the comparison as Told; where a table strikes any of them, the gates in place of both."""
     point = by_key.get((cell, metric))
     low, high, verdict = (by_key.get((cell, m)) for m in interval_metrics(metric))
     range_low, range_high = (by_key.get((cell, m)) for m in range_metrics(metric))
+    used = [point, low, high, verdict, range_low, range_high]
+    phase = point["columns"][0] if point is not None and len(point["columns"]) else ""
+    gates = [gate for f in used for gate in struck_by(f)]
+    if gates:
+        gates = list(dict.fromkeys(gates))
+        told = Told(phase, None, None, None, STRUCK, gate_words(gates))
+        return [f"{STRUCK} ({gate_label(gates)})", gate_words(gates)], used, told
     if _value(low) is not None and _value(high) is not None:
         said = f"{write(point)} [{write(low)}, {write(high)}]"
     elif _value(range_low) is not None and _value(range_high) is not None:
@@ -127,41 +185,15 @@ def _comparison_texts(by_key: dict, cell: str, metric: str, write, margin: float
     else:
         said = write(point)
     words = verdict_words(None if verdict is None else verdict["value"], margin)
-    return [said, words], [point, low, high, verdict, range_low, range_high]
-
-
-def _busy(figure: dict[str, Any] | None) -> bool:
-    """The figure rests on a shot that host_busy names."""
-    return figure is not None and HOST_BUSY in (figure["caveat_ids"] or ())
-
-
-def _quiet_pair_row(by_key: dict, warm: str, cold: str, phase: str, margin: float) -> dict[str, Any]:
-    """A phase's cold/warm row again without the host-busy shots."""
-    metric = quiet(cold_vs_warm(phase))
-    if (warm, metric) in by_key:
-        texts, used = _comparison_texts(by_key, warm, metric, _percent, margin)
-    else:
-        texts, used = [TOO_FEW_QUIET, "—"], []
-    sides = [by_key.get((c, quiet(m))) for c in (cold, warm) for m in (phase, lowest(phase), highest(phase))]
-    return {
-        "texts": [QUIET_LABEL, PHASE_WORDS[phase], _quiet_spread(by_key, cold, phase),
-                  _quiet_spread(by_key, warm, phase), *texts, "—"],
-        "ids": _ids([*used, *sides]),
-    }  # fmt: skip
-
-
-def _quiet_spread(by_key: dict, cell: str, phase: str) -> str:
-    """The side's spread without its busy shots; its own where it has none busy."""
-    if (cell, quiet(phase)) in by_key:
-        return _spread(by_key, cell, phase, quiet)
-    return TOO_FEW_QUIET if _busy(by_key.get((cell, phase))) else _spread(by_key, cell, phase)
+    told = Told(phase, _value(point), _value(low), _value(high), words)
+    return [said, words], used, told
 
 
 def _workload_row(counted: dict[str, Any], by_key: dict, margin: float) -> dict[str, Any]:
     base = counted["cell_id"]
     best = _best_of(by_key, base, BEST_MODE)
     none = by_key.get((base, PHASES[-1]))
-    texts, used = _best_texts(best, by_key, (SPEEDUP_METRIC,), margin)
+    texts, used = _best_texts(best, by_key, margin)
     total = _parameters(counted).get("modes")
     counts = f"{counted['value']:.0f} of {total}; {counted['note']}"
     return {
@@ -170,7 +202,6 @@ def _workload_row(counted: dict[str, Any], by_key: dict, margin: float) -> dict[
         "best_figure_id": best["figure_id"] if best else None,
         "texts": [_workload_label(counted), _speed(none), *texts, counts],
         "ids": _ids([none, counted, best, *used]),
-        "quiet": _quiet_workload_row(base, by_key, margin) if _busy(best) else None,
     }
 
 
@@ -178,33 +209,17 @@ def _best_of(by_key: dict, base: str, metric: str) -> dict[str, Any] | None:
     return next((r for (_c, m), r in by_key.items() if m == metric and r["baseline_cell_id"] == base), None)
 
 
-def _best_texts(best: dict[str, Any] | None, by_key: dict, speedups: tuple[str, ...], margin: float):
+def _best_texts(best: dict[str, Any] | None, by_key: dict, margin: float):
     """(mode, speed-up [interval], verdict, task gate, lossless) of a best-mode figure and the figures
-    they come from; the interval is the first of `speedups` the mode's cell has one of."""
+    they come from."""
     if best is None:
         return ["no mode passed", "—", "—", "—", "—"], []
     mode_cell = best["cell_id"]
-    metric = next((m for m in speedups if (mode_cell, m) in by_key), speedups[-1])
-    texts, used = _comparison_texts(by_key, mode_cell, metric, _times, margin)
+    texts, used, _told = _comparison_texts(by_key, mode_cell, SPEEDUP_METRIC, _times, margin)
     gate_share, lossless_share = by_key.get((mode_cell, TASK_SHARE)), by_key.get((mode_cell, LOSSLESS_SHARE))
     gate = f"passed ({_shots_passing(gate_share)})" if gate_share else NOT_MEASURED
     lossless = format_lossless(lossless_share) if lossless_share else NOT_MEASURED
     return [best["spec_mode"], *texts, gate, lossless], [*used, gate_share, lossless_share]
-
-
-def _quiet_workload_row(base: str, by_key: dict, margin: float) -> dict[str, Any]:
-    """The workload row again with the speed-ups without the host-busy shots."""
-    best = _best_of(by_key, base, quiet(BEST_MODE))
-    none = by_key.get((base, quiet(PHASES[-1]))) or by_key.get((base, PHASES[-1]))
-    none_text = TOO_FEW_QUIET if _busy(none) and none["metric"] == PHASES[-1] else _speed(none)
-    if best is None:
-        texts, used = [TOO_FEW_QUIET, "—", "—", "—", "—"], []
-    else:
-        texts, used = _best_texts(best, by_key, (quiet(SPEEDUP_METRIC), SPEEDUP_METRIC), margin)
-    return {
-        "texts": [QUIET_LABEL, none_text, *texts, best["note"] if best else "—"],
-        "ids": _ids([none, best, *used]),
-    }
 
 
 def short_label(r: dict[str, Any]) -> str:
@@ -280,78 +295,63 @@ def _parameters(figure: dict[str, Any]) -> dict[str, Any]:
     return json.loads(figure["parameters"] or "{}")
 
 
-def _sentence(pairs: list[dict[str, Any]], by_key: dict, margin: float) -> str:
-    """The page's answer in one sentence: which phase of the first shot moved, and by how much."""
-    if not pairs:
+def _sentence(rows: dict[str, list[dict[str, Any]]], margin: float) -> str:
+    """The page's answer: per cell (named by the axes its label does not share with the others), what
+    moved (phase, direction, size with its interval) and, where the run cannot tell, the largest
+    difference it leaves possible."""
+    if not rows:
         return (
             "No cell has both a cold and a warm shot: this run cannot say whether the first shot is faster."
         )
-    told = [_phase_verdicts(pair, by_key, margin) for pair in pairs]
-    if len(told) == 1:
-        return f"Here {_pair_words(told[0], margin)}."
-    per_phase = []
-    for phase in PHASES:
-        verdicts = [t[phase] for t in told if phase in t]
-        counts = {
-            words: sum(v[0] == words for v in verdicts) for words in (DIFFERS, SAME, UNDECIDED, TOO_FEW)
-        }
-        said = ", ".join(f"{n} {_plural_verdict(words, n, margin)}" for words, n in counts.items() if n)
-        per_phase.append(f"{PHASE_WORDS[phase]}: {said}")
-    said = "; ".join(per_phase)
-    return f"Of {len(told)} cold/warm pairs, the first (cold) shot against the warm shots: {said}."
+    made = [cells for cells in rows.values() if cells]
+    names = _distinct_names([cells[0]["axes"] for cells in made])
+    said = []
+    for name, cells in zip(names, made, strict=True):
+        told = "; ".join(_told_words(row["told"], margin) for row in cells)
+        said.append(f"{name}: {told}" if name else told)
+    sentence = "The first (cold) shot against the warm shots — " + ". ".join(said) + "."
+    return sentence + f" ({BEYOND})" if BEYOND_WORDS in sentence else sentence
 
 
-def _phase_verdicts(pair: dict[str, Any], by_key: dict, margin: float) -> dict[str, tuple[str, float | None]]:
-    """phase -> (its verdict's first words, its delta) for one cold/warm pair."""
-    warm = pair["cell_id"]
-    found = {}
-    for phase in PHASES:
-        delta, verdict = (
-            by_key.get((warm, cold_vs_warm(phase))),
-            by_key.get((warm, f"{cold_vs_warm(phase)}_verdict")),
-        )
-        if delta is not None:
-            words = verdict_words(None if verdict is None else verdict["value"], margin)
-            found[phase] = (SAME if words.startswith(SAME) else words, delta["value"])
-    return found
+def _distinct_names(axes_of: list[dict[str, Any]]) -> list[str]:
+    """Each cell named by the axes in which the cells differ ('p256', 'llama_cpp · rest 5 s'; '' for
+    a single cell)."""
+    differ = [a for a in AXES if len({str(axes.get(a)) for axes in axes_of}) > 1]
+    return [" · ".join(_axis_words(a, axes.get(a)) for a in differ) for axes in axes_of]
 
 
-def _pair_words(verdicts: dict[str, tuple[str, float | None]], margin: float) -> str:
-    """'the first (cold) shot's prefill is 14.6 % slower than the warm shots'; decode is the same
-    within ±2 %; TTFT undecided'."""
-    moved = [(phase, d) for phase, (words, d) in verdicts.items() if words == DIFFERS and d is not None]
-    rest = [phase for phase in verdicts if phase not in dict(moved)]
-    if moved:
-        phase, delta = max(moved, key=lambda item: abs(math.log1p(item[1])))
-        moved_by = _moved_words(phase, delta)
-        head = f"the first (cold) shot's {PHASE_WORDS[phase]} is {moved_by} than the warm shots'"
-        rest += [p for p, _d in moved if p != phase]
-    else:
-        head = "the first (cold) shot differs from the warm shots in no phase beyond the noise"
-    others = [_other_words(phase, *verdicts[phase], margin) for phase in PHASES if phase in rest]
-    return "; ".join([head, *others])
+def _axis_words(axis: str, value: Any) -> str:
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    words = {"prompt_tokens_requested": f"p{shown}", "context_tokens_requested": f"ctx {shown}",
+             "rest_s": f"rest {shown} s", "precondition_s": f"precondition {shown} s"}  # fmt: skip
+    named = ("engine", "model", "workload", "spec_mode")  # their values say what they are
+    return words.get(axis, shown if axis in named else f"{axis} {shown}")
 
 
-def _moved_words(phase: str, delta: float) -> str:
-    faster, slower = DIRECTION[phase]
-    return f"{abs(delta) * 100:.1f} % {faster if delta > 0 else slower}"
+def _told_words(told: Told, margin: float) -> str:
+    """'prefill 53.0 % slower [50.0 %, 57.0 %]', 'decode: no difference beyond ±3.0 %', 'decode the same
+    within ±2 % [-1.0 %, +1.5 %]', 'prefill: struck (...)'."""
+    name = PHASE_WORDS[told.phase]
+    if told.words == STRUCK:
+        return f"{name}: {STRUCK} ({told.struck})"
+    if told.low is None or told.high is None or told.point is None:
+        return f"{name}: {TOO_FEW}"
+    if told.words == DIFFERS:
+        sizes = sorted((abs(told.low), abs(told.high)))
+        direction = FASTER if told.point > 0 else SLOWER
+        return f"{name} {_size(told.point)} {direction} [{_size(sizes[0])}, {_size(sizes[1])}]"
+    if told.words.startswith(SAME):
+        return f"{name} the same within {margin_words(margin)} [{_signed(told.low)}, {_signed(told.high)}]"
+    assert told.words == UNDECIDED, told
+    return f"{name}: {BEYOND_WORDS} ±{_size(resolution(told.low, told.high))}"
 
 
-def _other_words(phase: str, words: str, delta: float | None, margin: float) -> str:
-    name = PHASE_WORDS[phase]
-    if words == SAME:
-        return f"{name} is the same within {margin_words(margin)}"
-    if words == DIFFERS and delta is not None:
-        return f"{name} is {_moved_words(phase, delta)}"
-    return f"{name}: {words}"
+def _size(delta: float) -> str:
+    return f"{abs(delta) * 100:.1f} %"
 
 
-def _plural_verdict(words: str, n: int, margin: float) -> str:
-    if words == SAME:
-        return f"the same within {margin_words(margin)}"
-    if words == TOO_FEW:
-        return f"with {words}"
-    return "differ" if words == DIFFERS and n > 1 else words
+def _signed(delta: float) -> str:
+    return f"{delta * 100:+.1f} %"
 
 
 def answer_markdown(block: AnswerBlock) -> list[str]:
@@ -359,13 +359,11 @@ def answer_markdown(block: AnswerBlock) -> list[str]:
 
     def table(header, rows) -> list[str]:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        shown = [t for r in rows for t in (r["texts"], r["quiet"] and r["quiet"]["texts"]) if t]
-        return lines + ["| " + " | ".join(md(t) for t in texts) + " |" for texts in shown]
+        return lines + ["| " + " | ".join(md(t) for t in r["texts"]) + " |" for r in rows]
 
     lines = ["## Answer", "", md(block.sentence), ""]
     if block.cells:
         lines += [*table(block.cell_header, block.cells), ""]
     if block.workloads:
         lines += [*table(block.workload_header, block.workloads), ""]
-    busy = [md(block.busy_note), ""] if block.busy_note else []
-    return [*lines, *busy, f"Verdicts (margin {md(block.margin)}): {md(block.method)}.", ""]
+    return [*lines, f"Verdicts (margin {md(block.margin)}): {md(block.method)}.", ""]

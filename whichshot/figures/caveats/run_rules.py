@@ -272,7 +272,7 @@ def _fallback_words(busy: pd.DataFrame) -> str:
 
 
 def busy_shot_ids(catalog: Catalog) -> frozenset[str]:
-    """The shots host_busy names: the answer block sets its figures without them beside those with them."""
+    """The shots host_busy names."""
     finding = host_busy(catalog)
     return finding.shot_ids if finding is not None else frozenset()
 
