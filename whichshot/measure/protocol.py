@@ -25,6 +25,7 @@ from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
 from whichshot.measure.grid import Job
 from whichshot.measure.host_load import HostLoad
+from whichshot.measure.order import Place, order_fields
 from whichshot.measure.records import (
     SCHEMA_VERSION,
     client_fields,
@@ -77,6 +78,7 @@ class JobContext:
     settings_sha256: str | None = None  # its plan's server settings' (measure.plan); None: made by hand
     telemetry: ShotTelemetry | None = None
     progress: Callable[[int], None] | None = None  # told the position of each shot before it runs
+    place: Place | None = None  # the series' place in the run's order (measure.order); None: by hand
 
 
 @dataclass
@@ -502,6 +504,7 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "threads": engine_threads(ctx),
         "gpu_layers": _gpu_layers(ctx),
         "settings_sha256": ctx.settings_sha256,
+        **order_fields(ctx.place),
         **machine_identity(ctx),
     }
 

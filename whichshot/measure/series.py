@@ -15,6 +15,7 @@ from whichshot.engine.process import process_tree
 from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.grid import Job
+from whichshot.measure.order import run_order
 from whichshot.measure.peer import peer_step
 from whichshot.measure.placement import check_on_its_node
 from whichshot.measure.plan import SeriesInputs, job_context
@@ -183,9 +184,11 @@ def run_planned_series(
     plan: dict[str, Any], inputs: SeriesInputs, outputs: SeriesOutputs, grid: list[Job]
 ) -> None:
     """A run_series job: the series its plan (measure.plan) describes, on its node, with each
-    shot's place in the grid (every series of the run) told as it starts."""
+    shot's place in the grid (every series of the run) told as it starts, and the series' place in
+    the run's order (measure.order) recorded in every shot."""
     identity = host_identity()
     ctx = job_context(plan, inputs, identity)
+    ctx.place = run_order(grid)[ctx.job.job_id]
     check_on_its_node(ctx.job, identity["slurm_node"], identity["hostname"])
     progress = grid_progress(grid, outputs.shots.parent)
     job = ctx.job

@@ -19,6 +19,7 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
+from whichshot.measure.order import priority, run_order
 from whichshot.measure.plan import prompt_entries, series_plan
 from whichshot.prepare.series_prompts import (
     CONTENT_ID_CHARS,
@@ -41,6 +42,9 @@ JOBS = {job.job_id: job for job in all_jobs(config)}
 # Each series' plan: its run_series job's only params, so a setting re-measures exactly the series
 # whose plans hold it (docs/protocol.md, "What re-measures what").
 PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
+# The order the series run in (measure.order: a cell's sides alternate): run_series' priority. Not in
+# the plans: a series' place changes with the grid, what it measures does not.
+ORDER = run_order(list(JOBS.values()))
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -140,6 +144,11 @@ def prompts_file(job):
 
 def job_plan(wildcards):
     return PLANS[wildcards.job]
+
+
+def series_priority(wildcards):
+    """Among the ready series, Snakemake starts the one first in the run's order."""
+    return priority(ORDER[wildcards.job], len(ORDER))
 
 
 def trace_prompt_files():
