@@ -125,3 +125,22 @@ def test_a_dry_run_with_every_series_measured_says_there_is_nothing_to_measure(t
     dry = pipeline.run_pipeline(tmp_path, given, "--dry-run")
     (told,) = [line for line in dry.stderr.splitlines() if line.startswith("Estimated duration: ")]
     assert told == f"Estimated duration: smoke: nothing to measure: all {len(jobs)} {ON_DISK}"
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2])
+def test_the_re_run_of_busy_processes_is_stated_as_a_maximum(limit):
+    config = load_config("config/config.yaml")
+    config["protocol"]["replace_busy"] = limit
+    estimates = estimate_series(config)
+    for e in estimates:
+        assert e.replace_processes == limit
+        # a cold process is one start and one shot; a warm series' process is the whole series
+        one = e.startup_s / e.processes + e.shots_s / e.job.series_length
+        expected = e.total_s if e.job.protocol == "warm" else one
+        assert e.replace_s == pytest.approx(limit * expected)
+    words = "\n".join(summary_lines(config, estimates))
+    if limit:
+        assert f"at most {limit * len(estimates)} more processes" in words
+        assert f"protocol.replace_busy: {limit} per series" in words
+    else:
+        assert "busy processes are not re-run (protocol.replace_busy: 0)" in words
