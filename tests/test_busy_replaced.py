@@ -2,7 +2,8 @@
 real: the echo engine's server (a real process that streams) and a real CPU burner that spins while
 the chosen processes' shots run, measured by the real host-load bracket (measure.host_load).
 
-This is the protocol's level, not a pipeline run: the burner has to start before a given shot and
+The last test does the same with the real llama.cpp server (e2e: it needs the cached build). This
+is the protocol's level, not a pipeline run: the burner has to start before a given shot and
 stop after it, which a run of Snakemake cannot be told to do. The machine is shared: other work may
 make a process busy that the burner did not, so each test asserts what holds either way (the
 burned process is replaced; no more than the limit; a quiet process is never replaced)."""
@@ -62,7 +63,8 @@ class Burner:
 
 
 def _run(tmp_path, echo, job, burner: Burner, limit: int) -> tuple[list[dict], list[dict]]:
-    """(the records that count, every record the journal holds) of the series run with the burner."""
+    """(the records that count, every record the journal holds) of the series run with the burner
+    (echo: the engine to run it on; None: the real llama.cpp server)."""
     ctx = job_context(tmp_path, job, real=echo, output_tokens=24)
     # Two engine threads on this machine's cores: the host_busy threshold is then small (its idle cores
     # plus the margin), far below the burner's one core.
@@ -168,3 +170,13 @@ def test_replaced_shots_never_reach_the_shots_table_and_a_rerun_resumes_the_coun
     shots = pd.read_parquet(tmp_path / "shots.parquet")
     assert sorted(shots["shot_id"]) == sorted(r["shot_id"] for r in again)
     assert REPLACED not in set(shots["status"])
+
+
+@pytest.mark.e2e
+def test_a_llama_cpp_process_beside_a_burner_is_replaced(tmp_path):
+    records, journal = _run(tmp_path, None, _cold_job(processes=1), Burner(calls=1), limit=1)
+    assert journal[0]["status"] == REPLACED and journal[0]["engine_kind"] == "llama_cpp"
+    assert journal[0]["host_foreign_cores"] > _limit(journal[0]) + 0.3, journal[0]["host_foreign_cores"]
+    assert [r["series_position"] for r in records] == [1] and records[0]["status"] == "ok"
+    assert records[0]["process_start_reason"] == REPLACES_BUSY and records[0]["busy_replaced"] == 1
+    assert records[0]["output_tokens"] == 24
