@@ -140,3 +140,23 @@ def test_run_phases_account_for_the_jobs_and_the_series(smoke_run, shots):
     requests = shots["e2e_s"].sum()
     measured = sum(phases[p] for p in phases.index if p.startswith("series:") and "bench" not in p)
     assert measured >= requests  # the telemetry window holds every request
+
+
+def test_the_series_ran_in_the_planned_order_and_each_cells_sides_alternate(shots):
+    """Snakemake started the series in the run's order (measure.order, run_series' priority), one
+    after another, and each cell's sides took turns: what the shots recorded and when they ran."""
+    series = shots.groupby("job_id").agg(
+        start=("t_request_mono_s", "min"), end=("t_end_mono_s", "max"), position=("order_position", "first"),
+        cell=("order_cell", "first"), block=("order_block", "first"), slot=("order_slot", "first"),
+        side=("protocol", "first"),
+    )  # fmt: skip
+    in_time = series.sort_values("start")
+    assert list(in_time["position"]) == sorted(in_time["position"]) == list(range(1, len(series) + 1))
+    assert (in_time["start"].iloc[1:].to_numpy() > in_time["end"].iloc[:-1].to_numpy()).all()  # no overlap
+    for cell, runs in in_time.groupby("cell", sort=False):
+        sides = list(runs["side"])
+        assert sorted(set(sides)) == ["cold", "warm"], cell
+        blocks = [list(block["side"]) for _b, block in runs.groupby("block")]
+        assert all(sorted(block) == ["cold", "warm"] for block in blocks), cell  # each block holds both sides
+        assert all(later == earlier[::-1] for earlier, later in zip(blocks, blocks[1:], strict=False)), cell
+        assert (runs.groupby("block")["slot"].apply(list) == [[1, 2]] * len(blocks)).all(), cell

@@ -145,3 +145,22 @@ def test_a_series_whose_plan_changed_since_its_shots_is_not_finished(tmp_path):
     record.write_text(json.dumps({"rule": "run_series", "params": json.dumps([repr(plan)])}))
     assert still_finished(shots, plan, metadata)
     assert not still_finished(shots, {**plan, "bench": {"repetitions": 5}}, metadata)
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2])
+def test_the_re_run_of_busy_processes_is_stated_as_a_maximum(limit):
+    config = load_config("config/config.yaml")
+    config["protocol"]["replace_busy"] = limit
+    estimates = estimate_series(config)
+    for e in estimates:
+        assert e.replace_processes == limit
+        # a cold process is one start and one shot; a warm series' process is the whole series
+        one = e.startup_s / e.processes + e.shots_s / e.job.series_length
+        expected = e.total_s if e.job.protocol == "warm" else one
+        assert e.replace_s == pytest.approx(limit * expected)
+    words = "\n".join(summary_lines(config, estimates))
+    if limit:
+        assert f"at most {limit * len(estimates)} more processes" in words
+        assert f"protocol.replace_busy: {limit} per series" in words
+    else:
+        assert "busy processes are not re-run (protocol.replace_busy: 0)" in words

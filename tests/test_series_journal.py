@@ -106,6 +106,7 @@ def _planned(tmp_path, echo, job, engine=None, config=None, identity=None):
     settings["engines"] = {job.engine: {"kind": "echo", "greeting": "hi", "threads": 1, "gpu_layers": 0,
                                         **(engine or {})}}  # fmt: skip
     settings.update(config or {})
+    settings["protocol"]["replace_busy"] = 0  # about resuming: other sessions' load replaces nothing here
     files = {
         "build": echo.build,
         "model": {"name": job.model, "path": str(echo.model_path), **echo.model},

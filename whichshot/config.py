@@ -203,7 +203,9 @@ def _check_section_models(config: dict[str, Any]) -> None:
                 )
         for name in config[section]["engines"]:
             if name not in config["engines"]:
-                raise WhichshotError(f"invalid config: {section}.engines: {name!r} is not an engine in engines")
+                raise WhichshotError(
+                    f"invalid config: {section}.engines: {name!r} is not an engine in engines"
+                )
 
 
 def _with_claimed_cells(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

@@ -5,10 +5,14 @@ uses one reads it from figures.parquet like any other number."""
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from whichshot.figures import figure
 from whichshot.figures.statistic import ROBUST_Z_THRESHOLD
+from whichshot.measure.host_load import (  # noqa: F401 (the host_busy threshold: the caveat rules read it here)
+    BUSY_CORES,
+    BUSY_HARNESS_CORES,
+    BUSY_MARGIN_CORES,
+    busy_threshold_cores,
+)
 from whichshot.shots.checks import POWER_COUNTER_AGREEMENT
 from whichshot.shots.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
 from whichshot.tables import record_schema
@@ -21,15 +25,6 @@ CLOCK_DROP_FRACTION = 0.03
 CLIENT_ENGINE_TOLERANCE = 0.01
 # Our prefill (engine-timed, warm) and llama-bench's pp may differ by this much.
 BENCH_TOLERANCE = 0.03
-# Other work competes with the engine once it exceeds the cores the engine leaves idle (the host's
-# logical cores - the engine's threads - the harness) by more than a noise margin
-# (busy_threshold_cores). The harness (client and telemetry) stays under 1 % of one core (DESIGN).
-BUSY_HARNESS_CORES = 0.01
-# Idle 2-core reference runs whose engine took both cores read 0.019-0.056 cores median, at most
-# 0.09 at the 90th percentile (results/reference/cpu_*) and 0.051 at most in the cleanest (cpu_first_run).
-BUSY_MARGIN_CORES = 0.1
-# Shots that record no core count or engine threads (older rows) keep the old fixed threshold.
-BUSY_CORES = 0.25
 # NVML's energy counter moved in steps of about this much on the H200 (tools/bench_sampler.py):
 # a shot's energy is uncertain by up to one step at each end.
 ENERGY_COUNTER_STEP_S = 0.1
@@ -61,14 +56,6 @@ DRAFTER_WARM_ACCEPTANCE_MARGIN = 0.05
 # it feeds no prediction. The cost model's target is 20 %; a probe that moves 25 % between repetitions
 # cannot support it. (llama-bench's one-token repetitions on an H100 spread 3.3-3.8x.)
 VERIFY_PROBE_SPREAD_LIMIT = 1.25
-
-
-def busy_threshold_cores(cpu_count: float | None, threads: float | None) -> float:
-    """Average cores of other work during a shot above which it competed with the engine: the idle
-    cores the engine leaves plus the noise margin; the fixed BUSY_CORES where either is not recorded."""
-    if cpu_count is None or threads is None or pd.isna(cpu_count) or pd.isna(threads):
-        return BUSY_CORES
-    return max(0.0, float(cpu_count) - float(threads) - BUSY_HARNESS_CORES) + BUSY_MARGIN_CORES
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,18 @@ a new label must re-measure nothing (a series' job reads only its plan, measure.
 
 from pathlib import Path
 
+from whichshot.measure.busy import kept
 from whichshot.shots.lossless import with_lossless
 from whichshot.tables import read_jsonl, record_schema, validate_records, write_table
 
 
 def aggregate(table: str, jsonl_paths: list[Path], out_path: Path, run_id: str) -> None:
     """One table ('shots' or 'telemetry') from the jobs' JSONL files, validated against its schema;
-    every shot labelled with the run's id."""
+    every shot labelled with the run's id. A replaced process's shots (measure.busy) stay in the
+    JSONL files only: they are never counted."""
     records = read_jsonl(jsonl_paths)
     if table == "shots":
-        records = with_lossless([{**record, "run_id": run_id} for record in records])
+        records = with_lossless([{**record, "run_id": run_id} for record in kept(records)])
     schema = record_schema(table)
     validate_records(records, schema)
     write_table(records, schema, out_path)

@@ -6,7 +6,9 @@ shots.parquet where one has the engine and model, else a stated default per engi
 
 An estimate, not a measurement: the shots' time is a guess from earlier speeds or defaults; the rests
 and warm-up seconds are the config's own and exact. Model download, engine builds and llama-bench
-brackets are not counted."""
+brackets are not counted. A process that ran beside other work is re-run (measure.busy), up to
+protocol.replace_busy per series: the most that can add is stated apart, a maximum, not a guess of
+how often it happens."""
 
 import math
 from dataclasses import dataclass
@@ -58,10 +60,17 @@ class SeriesEstimate:
     startup_s: float
     shots_s: float
     speeds: Speeds
+    replace_processes: int = 0  # the most processes that can be re-run because other work ran beside them
 
     @property
     def total_s(self) -> float:
         return self.rest_s + self.precondition_s + self.startup_s + self.shots_s
+
+    @property
+    def replace_s(self) -> float:
+        """The most seconds the re-run processes can add: each as long as one of the series' own (a
+        cold series' process is one start and one shot; a warm series' is the whole series)."""
+        return self.replace_processes * self.total_s / self.processes if self.processes else 0.0
 
 
 def earlier_speeds(shots: pd.DataFrame) -> dict[tuple[str, str], Speeds]:
@@ -104,6 +113,8 @@ def _estimate(config: dict[str, Any], job: Job, measured: dict[tuple[str, str], 
         startup_s=processes * speeds.startup_s,
         shots_s=job.series_length * shot_s,
         speeds=speeds,
+        # Only a process whichshot started can be replaced (an attached server's load is not seen).
+        replace_processes=config["protocol"]["replace_busy"] if processes else 0,
     )
 
 
@@ -160,12 +171,26 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate], finis
             f"(prefill {speeds.prefill_tok_s:.0f} tok/s, decode {speeds.decode_tok_s:.0f} tok/s, "
             f"{speeds.startup_s:.1f} s to ready: {speeds.source})"
         )
+    lines.append(_replace_words(config, estimates))
     lines.append(
         "  not counted: "
         + (f"{on_disk}, " if finished else "")
         + "model downloads, engine builds, llama-bench brackets, verify probes, the report"
     )
     return lines
+
+
+def _replace_words(config: dict[str, Any], estimates: list[SeriesEstimate]) -> str:
+    """The most the re-run of busy processes can add (protocol.replace_busy per series)."""
+    limit = config["protocol"]["replace_busy"]
+    if not limit:
+        return "  busy processes are not re-run (protocol.replace_busy: 0)"
+    processes = sum(e.replace_processes for e in estimates)
+    return (
+        f"  at most {processes} more processes and {duration_words(sum(e.replace_s for e in estimates))} "
+        f"more if other work runs beside every process (protocol.replace_busy: {limit} per series); "
+        "none on a quiet machine"
+    )
 
 
 def estimate_words(

@@ -254,8 +254,8 @@ def _request_jobs(config: dict[str, Any], models: list[str], items, make) -> lis
     protocol = workload_protocol(config)
     shapes = _series_kinds({**protocol, "rests_s": protocol["rests_s"][:1], "precondition_s": [0]})
     modes = config["spec_modes"]
-    axes = itertools.product(workload_engines(config), models, items, modes, shapes, protocol["engine_warmup"],
-                             range(1, protocol["repeats"] + 1))  # fmt: skip
+    axes = itertools.product(workload_engines(config), models, items, modes, shapes,
+                             protocol["engine_warmup"], range(1, protocol["repeats"] + 1))  # fmt: skip
     runs = _runnable(config)
     # A mode without settings for an engine's kind is skipped there, never run as no drafting.
     return [make(*combination) for combination in axes

@@ -56,6 +56,8 @@ def series_plan(config: dict[str, Any], job: Job) -> dict[str, Any]:
         "telemetry": config["telemetry"],
         "bench": bench_settings(job, config["bench"], load_engine(engine["kind"]).has_bench),
         "log_dir": str(ENGINE_LOGS / job.job_id),
+        # How many of its processes that ran beside other work the series replaces (measure.busy).
+        "replace_busy": config["protocol"]["replace_busy"],
     }
     return json.loads(canonical_json(plan))
 
@@ -202,6 +204,7 @@ def job_context(
         spec_params=mode["settings"],
         draft_model=draft,
         settings_sha256=settings_sha256(plan),
+        replace_busy=plan["replace_busy"],
     )
 
 

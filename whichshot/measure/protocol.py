@@ -23,8 +23,16 @@ from whichshot.engine.base import (
 from whichshot.engine.engine_host import attached, engine_host
 from whichshot.errors import EngineDied, WhichshotError
 from whichshot.hashing import sha256_text
+from whichshot.measure.busy import (
+    REPLACES_BUSY,
+    busy_because,
+    kept,
+    mark_replaced,
+    replaced_processes,
+)
 from whichshot.measure.grid import Job
 from whichshot.measure.host_load import HostLoad
+from whichshot.measure.order import Place, order_fields
 from whichshot.measure.records import (
     SCHEMA_VERSION,
     client_fields,
@@ -77,6 +85,8 @@ class JobContext:
     settings_sha256: str | None = None  # its plan's server settings' (measure.plan); None: made by hand
     telemetry: ShotTelemetry | None = None
     progress: Callable[[int], None] | None = None  # told the position of each shot before it runs
+    place: Place | None = None  # the series' place in the run's order (measure.order); None: by hand
+    replace_busy: int = 0  # processes of the series that may be replaced for other work (measure.busy)
 
 
 @dataclass
@@ -88,6 +98,7 @@ class _ProcessState:
     precondition_shots: int = 0
     requests_served: int = 0  # every request the process answered: streams and replays each count
     start_mark: str | None = None  # an attached server's word for when its process started
+    busy_replaced: int = 0  # processes of the series replaced before this one started (measure.busy)
 
 
 @dataclass
@@ -101,7 +112,8 @@ class SeriesShots:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        return (self.resumed or []) + self.measured
+        """The records that count: a replaced process's are left out (measure.busy)."""
+        return kept((self.resumed or []) + self.measured)
 
 
 def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
@@ -113,40 +125,72 @@ def run_job(ctx: JobContext, journal: JsonlJournal) -> list[dict[str, Any]]:
 
 def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> None:
     """Run every shot of the series that the journal does not already hold, filling `shots` as it
-    goes (so a caller still knows them when a shot's failure or Ctrl-C ends the job). The journal is
-    not promoted: the caller does that last, once everything else the series writes is on disk."""
+    goes (so a caller still knows them when a shot's failure or Ctrl-C ends the job), one process
+    after another; a process that ran beside other work is replaced (measure.busy) while the series'
+    limit allows. The journal is not promoted: the caller does that last, once everything else the
+    series writes is on disk."""
     shots.resumed = resumed = _resumable(ctx, journal)
-    measured = shots.measured
     skipped = prompt_of(ctx, "A").get("skipped")
     if skipped:
         if not resumed:  # a request that does not fit: one row says so, no process started
             record = _skipped_record(ctx, skipped)
             with _writable(journal):
                 journal.append(record)
-            measured.append(record)
+            shots.measured.append(record)
         return
-    finished = {r["series_position"] for r in resumed}
-    process_seq = 1 + max((r["process_seq"] for r in resumed), default=0)
-    state: _ProcessState | None = None
-    engine_died = False
-    warm_up_failed: _WarmUpFailure | None = None
+    finished = {r["series_position"] for r in kept(resumed)}
+    pending = [p for p in range(1, ctx.job.series_length + 1) if p not in finished]
+    run = _SeriesRun(process_seq=1 + max((r["process_seq"] for r in resumed), default=0),
+                     replaced=replaced_processes(resumed))  # fmt: skip
+    while pending:
+        served = _run_process(ctx, journal, shots, pending, run)
+        pending = pending[len(served) :]  # one record per position served
+        because = busy_because(served) if run.started_here else None
+        run.replacing = because is not None and run.replaced < ctx.replace_busy
+        run.engine_died = served[-1]["engine_died"]
+        if run.replacing:
+            run.replaced += 1
+            tell(f"whichshot: {ctx.job.job_id}: {because}: its process is replaced "
+                 f"({run.replaced} of at most {ctx.replace_busy}) and its shots run again")  # fmt: skip
+            mark_replaced(served, because, run.replaced)
+            with _writable(journal):
+                journal.rewrite(shots.resumed + shots.measured)
+            pending = [r["series_position"] for r in served] + pending
+
+
+@dataclass
+class _SeriesRun:
+    """Where a series' run stands between its processes."""
+
+    process_seq: int  # the next process's number
+    replaced: int  # processes of the series replaced so far (the journal's included)
+    replacing: bool = False  # whether the next process replaces the last one
+    engine_died: bool = False  # whether the last process's engine died
+    started_here: bool = False  # whether whichshot started the last process (an attached one: no)
+
+
+def _run_process(
+    ctx: JobContext, journal: JsonlJournal, shots: SeriesShots, positions: list[int], run: _SeriesRun
+) -> list[dict[str, Any]]:
+    """One process: started, preconditioned where the series is warm, then the pending positions it
+    serves (up to the next that needs a fresh process, or the engine's death); its records."""
+    reason = REPLACES_BUSY if run.replacing else _start_reason(ctx.job, positions[0], run.engine_died)
+    state = _start(ctx, run.process_seq, reason, run.replaced)
+    run.process_seq += 1
+    run.started_here = state.server.process is not None
+    served: list[dict[str, Any]] = []
     try:
-        for position in range(1, ctx.job.series_length + 1):
-            if position in finished:
-                continue
-            if state is None or ctx.job.fresh_process_before(position):
-                reason = _start_reason(ctx.job, position, engine_died)
-                _stop(state)
-                state = _start(ctx, process_seq, reason)
-                process_seq += 1
-                warm_up_failed = _precondition(ctx, state) if ctx.job.protocol == "warm" else None
-            elif ctx.job.rest_s > 0:
+        warm_up_failed = _precondition(ctx, state) if ctx.job.protocol == "warm" else None
+        for position in positions:
+            if served and (ctx.job.fresh_process_before(position) or served[-1]["engine_died"]):
+                break
+            if served and ctx.job.rest_s > 0:
                 time.sleep(ctx.job.rest_s)
             if ctx.progress is not None:
                 ctx.progress(position)
-            restarted = _restarted(ctx, state, process_seq)
+            restarted = _restarted(ctx, state, run.process_seq)
             if restarted is not None:
-                state, process_seq = restarted, process_seq + 1
+                state, run.process_seq = restarted, run.process_seq + 1
             if warm_up_failed is not None:
                 record, warm_up_failed = _precondition_failed(ctx, state, position, warm_up_failed), None
                 # The warm-up was cut short: the next shot of this process waits for a whole one, else
@@ -157,12 +201,11 @@ def measure_job(ctx: JobContext, journal: JsonlJournal, shots: SeriesShots) -> N
                 record = _run_shot(ctx, state, position)
             with _writable(journal):
                 journal.append(record)
-            measured.append(record)
-            if record["engine_died"]:
-                _stop(state)
-                state, engine_died = None, True
+            shots.measured.append(record)
+            served.append(record)
     finally:
         _stop(state)
+    return served
 
 
 # What a journal's shots must share with the series now asked for before a rerun resumes them: the
@@ -235,11 +278,12 @@ def _start_reason(job: Job, position: int, engine_died: bool) -> str:
 ATTACHED = "attached"
 
 
-def _start(ctx: JobContext, seq: int, reason: str) -> _ProcessState:
+def _start(ctx: JobContext, seq: int, reason: str, replaced: int = 0) -> _ProcessState:
     log_path = ctx.log_dir / f"process{seq}.log"
     server = ctx.engine.start(ctx.build, ctx.model_path, ctx.settings, log_path)
     reason = ATTACHED if server.process is None else reason
-    return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason, start_mark=_start_mark(server))
+    return _ProcessState(server, f"{ctx.job.job_id}/proc{seq}", reason, start_mark=_start_mark(server),
+                         busy_replaced=replaced)  # fmt: skip
 
 
 def _start_mark(server: RunningEngine) -> str | None:
@@ -259,7 +303,8 @@ def _restarted(ctx: JobContext, state: _ProcessState, seq: int) -> _ProcessState
         return None
     tell(f"whichshot: {ctx.job.job_id}: the attached server restarted ({state.start_mark} -> {mark}): "
          "its next shot is shot 1 of a new process")  # fmt: skip
-    return _ProcessState(state.server, f"{ctx.job.job_id}/proc{seq}", ATTACHED, start_mark=mark)
+    return _ProcessState(state.server, f"{ctx.job.job_id}/proc{seq}", ATTACHED, start_mark=mark,
+                         busy_replaced=state.busy_replaced)  # fmt: skip
 
 
 def _corpus_sha256(ctx: JobContext, job) -> str | None:
@@ -466,6 +511,7 @@ def _identity(ctx: JobContext, state: _ProcessState, position: int) -> dict[str,
         "process_id": state.process_id,
         "process_seq": int(state.process_id.rsplit("proc", 1)[1]),
         "process_start_reason": state.start_reason,
+        "busy_replaced": state.busy_replaced,
         "pid": process.pid if process is not None else None,
         "engine_attached": process is None,
         "engine_process_start_mark": state.start_mark,
@@ -509,6 +555,7 @@ def _series_identity(ctx: JobContext, position: int) -> dict[str, Any]:
         "threads": engine_threads(ctx),
         "gpu_layers": _gpu_layers(ctx),
         "settings_sha256": ctx.settings_sha256,
+        **order_fields(ctx.place),
         **machine_identity(ctx),
     }
 

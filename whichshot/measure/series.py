@@ -15,6 +15,7 @@ from whichshot.engine.process import process_tree
 from whichshot.host import host_identity
 from whichshot.measure.bench import bench_record, bracketed, plan_for
 from whichshot.measure.grid import all_jobs
+from whichshot.measure.order import run_order
 from whichshot.measure.peer import peer_step
 from whichshot.measure.placement import check_on_its_node
 from whichshot.measure.plan import SeriesInputs, engine_of_plan, job_context
@@ -184,10 +185,11 @@ def run_planned_series(
 ) -> None:
     """A run_series job: the series its plan (measure.plan) describes, its engine's secrets from the
     config, on its node, with each shot's place in the grid (every series of the run) told as it
-    starts."""
+    starts, and the series' place in the run's order (measure.order) recorded in every shot."""
     identity = host_identity()
     ctx = job_context(plan, inputs, identity, engine_of_plan(plan, config), config["server"])
     grid = all_jobs(config)
+    ctx.place = run_order(grid)[ctx.job.job_id]
     check_on_its_node(ctx.job, identity["slurm_node"], identity["hostname"])
     progress = grid_progress(grid, outputs.shots.parent)
     job = ctx.job

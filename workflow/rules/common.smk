@@ -21,6 +21,7 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
+from whichshot.measure.order import priority, run_order
 from whichshot.measure.plan import prompt_entries, prompts_needed, series_plan
 from whichshot.prepare.series_prompts import (
     CONTENT_ID_CHARS,
@@ -49,6 +50,15 @@ PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
 STALE_PROMPTS = unrecorded_stale(prompts_needed(JOBS.values()), METADATA)
 if STALE_PROMPTS:
     raise WorkflowError(STALE_PROMPTS)
+# The order the series run in (measure.order: a cell's sides alternate): run_series' priority. Not in
+# the plans: a series' place changes with the grid, what it measures does not.
+ORDER = run_order(list(JOBS.values()))
+# Each cell's draft models: every series of a cell waits for all of them, so no side of it is ready
+# (and runs) before the others can alternate with it.
+CELL_DRAFTS = {}
+for _job_id, _place in ORDER.items():
+    _draft = PLANS[_job_id]["spec_mode"]["draft_model"]
+    CELL_DRAFTS.setdefault(_place.cell, set()).update([_draft] if _draft else [])
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -134,6 +144,12 @@ def job_inputs(wildcards):
     draft = PLANS[wildcards.job]["spec_mode"]["draft_model"]
     if draft:
         inputs["draft_model"] = f"results/models/{draft}.json"
+    # The other sides' draft models, only to wait for them (ancient: they re-measure nothing here).
+    others = sorted(CELL_DRAFTS[ORDER[wildcards.job].cell] - {draft})
+    if others:
+        inputs["cell_ready"] = [
+            ancient(f"results/models/{name}.json") for name in others
+        ]
     return inputs
 
 
@@ -152,6 +168,11 @@ def prompts_file(job):
 
 def job_plan(wildcards):
     return PLANS[wildcards.job]
+
+
+def series_priority(wildcards):
+    """Among the ready series, Snakemake starts the one first in the run's order."""
+    return priority(ORDER[wildcards.job], len(ORDER))
 
 
 def trace_prompt_files():

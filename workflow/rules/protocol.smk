@@ -9,6 +9,8 @@ rule run_series:
         "logs/run_series/{job}.log",
     wildcard_constraints:
         job=JOB_PATTERN,
+    # The run's order (measure.order): the sides of a cell alternate in time.
+    priority: series_priority
     conda:
         ENV
     resources:
