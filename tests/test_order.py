@@ -35,7 +35,10 @@ def test_the_default_plan_alternates_every_cells_sides():
     config = config_as_run(DEFAULT, DEFAULT)
     cells = _sides_in_time(config)
     compared = {cell: sides for cell, sides in cells.items() if len(set(sides)) > 1}
-    assert len(compared) == len(cells) == 2 + 4  # two prompt lengths (cold/warm), four workloads (none/ngram)
+    workloads, lengths = config["workloads"]["names"], config["prompts"]["lengths"]
+    # Each workload compares none with ngram; the grid's cold/warm pairs lie inside each process (its
+    # shot 1 against its warm shots), so a grid cell has one side: its warm series.
+    assert len(compared) == len(workloads) and len(cells) == len(workloads) + len(lengths)
     for cell, sides in compared.items():
         count = len(set(sides))
         assert count == 2, cell
@@ -61,6 +64,7 @@ def test_cells_run_together_and_positions_cover_the_run():
 def test_three_sides_reverse_block_by_block():
     config = config_as_run(DEFAULT, DEFAULT)
     config["protocol"]["rests_s"] = [0, 3]  # cold, warm rest 0, warm rest 3
+    config["protocol"]["cold_processes"] = 1
     config["protocol"]["repeats"] = 3
     for cell, sides in _sides_in_time(config).items():
         if sides and sides[0][0] in ("cold", "warm") and len(set(sides)) == 3:
