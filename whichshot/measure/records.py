@@ -25,6 +25,7 @@ def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
     fields["first_token_mono_s"] = arrivals[0] if arrivals else None
     fields["last_token_mono_s"] = arrivals[-1] if arrivals else None
     fields["stream_token_events"] = len(outcome.token_events)
+    fields["token_arrival_s"] = [t - outcome.t_request_s for t in arrivals]
     return fields
 
 
@@ -122,4 +123,5 @@ def empty_result_fields() -> dict[str, Any]:
     ]  # fmt: skip
     fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS, *STREAM_COLUMNS])
     fields["output_token_ids"] = []
+    fields["token_arrival_s"] = []
     return fields

@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 from whichshot.config import check_config, check_config_file
 from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
+from whichshot.measure.divergence_probe import probed_pairs
 from whichshot.measure.estimate import estimate_words
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
 from whichshot.measure.kernel_probe import BEFORE as KERNELS_BEFORE
@@ -41,6 +42,8 @@ JOBS = {job.job_id: job for job in all_jobs(config)}
 # Each series' plan: its run_series job's only params, so a setting re-measures exactly the series
 # whose plans hold it (docs/protocol.md, "What re-measures what").
 PLANS = {job_id: series_plan(config, job) for job_id, job in JOBS.items()}
+# Drafted series whose divergences are probed -> their undrafted counterparts (measure.divergence_probe).
+DIVERGENCE_PAIRS = probed_pairs(JOBS)
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -91,6 +94,31 @@ def all_outputs():
 
 def shots_of_all_jobs():
     return [SHOTS_FILE.format(job=job_id) for job_id in JOBS]
+
+
+def divergence_probes():
+    """The divergence probe of every drafted series checked against an undrafted one."""
+    return [f"results/divergence/{job_id}.json" for job_id in DIVERGENCE_PAIRS]
+
+
+def divergence_inputs(wildcards):
+    """A divergence probe reads both series' shots and starts the undrafted one's configuration."""
+    undrafted = DIVERGENCE_PAIRS[wildcards.job]
+    inputs = {
+        key: value
+        for key, value in job_inputs(wildcards).items()
+        if key != "draft_model"
+    }
+    return {
+        **inputs,
+        "drafted": SHOTS_FILE.format(job=wildcards.job),
+        "undrafted": SHOTS_FILE.format(job=undrafted),
+    }
+
+
+def divergence_plan(wildcards):
+    """The undrafted counterpart's plan: the configuration the target is asked in."""
+    return PLANS[DIVERGENCE_PAIRS[wildcards.job]]
 
 
 def telemetry_of_all_jobs():
