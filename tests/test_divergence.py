@@ -81,6 +81,11 @@ def test_lossless_columns_classify_each_drafted_shot_and_time_the_shared_prefix(
     assert rows["u1"]["undrafted_repeats"] is False and rows["d1"]["undrafted_repeats"] is False
     assert outcome_text({**rows["d1"]}) == "diverges at a near-tie (token 3, gap 0.066)"
     assert outcome_text({**rows["d2"]}) == "changed by drafting (token 3, gap 2.4)"
+    # a divergence whose series' probe did not run says why
+    not_run = {"job_id": None, "not_run": "engine kind 'x' cannot", "shots": []}
+    alone = with_lossless(undrafted + drafted, [not_run])
+    assert {r["divergence_not_measured_because"] for r in alone if r["shot_id"] in ("d1", "d2")} == {
+        "engine kind 'x' cannot"}  # fmt: skip
 
 
 def test_the_probe_asks_only_where_the_outputs_part_and_names_both_tokens():

@@ -23,8 +23,9 @@ OUTCOME_WORDS = {
 DIVERGENCE_COLUMNS = (
     "divergence_outcome", "divergence_undrafted_token", "divergence_drafted_token", "divergence_gap_logprob",
     "divergence_batched_gap_logprob", "divergence_drafted_rank", "divergence_path_spread_logprob",
-    "near_tie_threshold_logprob", "divergence_prefix_repeated",
+    "near_tie_threshold_logprob", "divergence_prefix_repeated", "divergence_not_measured_because",
 )  # fmt: skip
+NO_PROBE = "no divergence probe ran for this series"
 
 
 def _as_dict(pairs: list[list[float]]) -> dict[int, float]:
@@ -70,10 +71,14 @@ def classify(entry: dict[str, Any] | None, threshold: float | None) -> str:
 
 
 def divergence_fields(
-    lossless: bool | None, entry: dict[str, Any] | None, threshold: float | None
+    lossless: bool | None,
+    entry: dict[str, Any] | None,
+    threshold: float | None,
+    probe_note: str | None = None,
 ) -> dict[str, Any]:
     """The divergence columns of a drafted shot: identical, or its divergence's outcome and margin
-    (None everywhere for a shot not compared)."""
+    (None everywhere for a shot not compared); probe_note: why its series' probe gave no margin (its
+    not_run or error), where it gave none."""
     fields: dict[str, Any] = dict.fromkeys(DIVERGENCE_COLUMNS)
     if lossless is None:
         return fields
@@ -82,7 +87,7 @@ def divergence_fields(
         return {**fields, "divergence_outcome": IDENTICAL}
     fields["divergence_outcome"] = classify(entry, threshold)
     if entry is None:
-        return fields
+        return {**fields, "divergence_not_measured_because": probe_note or NO_PROBE}
     undrafted, drafted = entry["undrafted_token"], entry["drafted_token"]
     return {
         **fields,

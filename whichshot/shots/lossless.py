@@ -44,9 +44,10 @@ def with_lossless(records: list[dict[str, Any]], probes: list[dict[str, Any]] = 
         if r["spec_mode"] == NO_DRAFT and r["status"] == "ok" and r["workload"] != BASE_WORKLOAD
     }
     entries = {entry["shot_id"]: entry for probe in probes for entry in probe.get("shots", [])}
+    notes = {probe.get("job_id"): probe.get("error") or probe.get("not_run") for probe in probes}
     threshold = near_tie_threshold(list(entries.values()))
     repeats = undrafted_repeats(list(reference.values()))
-    return [{**r, **_lossless_fields(r, reference, entries, threshold, repeats)} for r in records]
+    return [{**r, **_lossless_fields(r, reference, entries, threshold, repeats, notes)} for r in records]
 
 
 def undrafted_repeats(undrafted: list[dict[str, Any]]) -> dict[tuple, bool]:
@@ -64,6 +65,7 @@ def _lossless_fields(
     entries: dict[str, dict[str, Any]],
     threshold: float | None,
     repeats: dict[tuple, bool],
+    notes: dict[str, str | None],
 ) -> dict[str, Any]:
     workload = record["workload"] != BASE_WORKLOAD
     fields = {
@@ -82,5 +84,7 @@ def _lossless_fields(
         "lossless_vs_none": divergence is None,
         "first_divergence_token": divergence,
         "shared_prefix_speedup": shared_prefix_speedup(record, base, divergence),
-        **divergence_fields(divergence is None, entries.get(record["shot_id"]), threshold),
+        **divergence_fields(
+            divergence is None, entries.get(record["shot_id"]), threshold, notes.get(record.get("job_id"))
+        ),  # fmt: skip
     }

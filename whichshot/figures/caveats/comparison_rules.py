@@ -189,10 +189,16 @@ def lossless_check_failed(catalog: Catalog) -> Finding | None:
         LOSSLESS_CHECK_FAILED,
         f"With drafting on, greedy output differed from the no-draft output in {int(diverged.sum())} shot(s) "
         f"({where}). Drafting is not lossless here: the speed of these cells is the speed of other text, "
-        "and their speed-up is not a free lunch.",
+        "and their speed-up is not a free lunch." + _unmeasured(shots[diverged]),
         whole_cells(shots, diverged),
         columns=OUTPUT_DEPENDENT,
     )
+
+
+def _unmeasured(rows: pd.DataFrame) -> str:
+    """Why no margin was measured where a divergence has none (shots.divergence), once per reason."""
+    reasons = sorted(set(rows["divergence_not_measured_because"].dropna()))
+    return f" No margin was measured where they part: {'; '.join(reasons)}." if reasons else ""
 
 
 def lossless_not_checked(catalog: Catalog) -> Finding | None:
