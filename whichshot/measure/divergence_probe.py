@@ -86,13 +86,15 @@ def not_probed_because(ctx: JobContext) -> str | None:
 
 
 def probe_divergences(
-    ctx: JobContext, drafted: list[dict[str, Any]], undrafted: list[dict[str, Any]]
+    ctx: JobContext, drafted_job_id: str, drafted: list[dict[str, Any]], undrafted: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """results/divergence/{job}.json: every divergence of the drafted series with the target's top
-    candidates there by both paths, or why none was asked (`not_run`)."""
+    candidates there by both paths (asked in ctx, the undrafted series'), or why none was asked
+    (`not_run`)."""
     found = divergences(drafted, undrafted)
-    record: dict[str, Any] = {"job_id": ctx.job.job_id, "not_run": None, "error": None, "top_n": TOP_N,
-                              "shots": [], "t_start_mono_s": time.monotonic()}  # fmt: skip
+    record: dict[str, Any] = {"job_id": drafted_job_id, "asked_as": ctx.job.job_id, "not_run": None,
+                              "error": None, "top_n": TOP_N, "shots": [],
+                              "t_start_mono_s": time.monotonic()}  # fmt: skip
     if not found:
         record["not_run"] = "no drafted output parts from its undrafted counterpart's"
         return record
@@ -145,12 +147,12 @@ def _described(divergence: Divergence) -> dict[str, Any]:
 
 
 def run_divergence_probe(
-    plan: dict[str, Any], inputs: SeriesInputs, drafted_shots: Path, undrafted_shots: Path, out_path: Path
+    plan: dict[str, Any], inputs: SeriesInputs, drafted_job_id: str, shots: tuple[Path, Path], out_path: Path
 ) -> None:
     """A probe_divergence job: the drafted series' divergences asked of its undrafted counterpart's
     configuration (plan: the counterpart's series plan; inputs: its SeriesInputs), on this machine
-    alone (the measurement lock), written to out_path."""
+    alone (the measurement lock), written to out_path; shots: the drafted and the undrafted series'."""
     ctx = job_context(plan, inputs, host_identity())
     with measurement_lock():
-        record = probe_divergences(ctx, read_jsonl([drafted_shots]), read_jsonl([undrafted_shots]))
+        record = probe_divergences(ctx, drafted_job_id, *(read_jsonl([path]) for path in shots))
     write_json_atomic(out_path, record)

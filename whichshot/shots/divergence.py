@@ -2,9 +2,10 @@
 change drafting made (issue 50), from the target's own log-probabilities (measure.divergence_probe).
 
 The threshold is measured on the run: at each probed position, how far the batched path moves the
-gap between two of the target's top candidates against the one-token path (the range over the tokens
-both lists hold of their log-probability's move, batched minus one-token); the largest such move of
-the run is how much the evaluation path alone can shift a gap. A divergence whose one-token gap
+gap between two of the target's competing candidates against the one-token path (the range, over the
+candidates at least as likely as the less likely token at issue, of their log-probability's move,
+batched minus one-token); the largest such move of the run is how much the evaluation path alone can
+shift a gap. A divergence whose one-token gap
 between the undrafted and the drafted token is within it is a near-tie: the path, not a draft, can
 decide it. Anything else (a larger gap, a drafted token outside the target's top candidates) is a
 change made by drafting."""
@@ -33,10 +34,14 @@ def _as_dict(pairs: list[list[float]]) -> dict[int, float]:
 
 
 def path_spread(entry: dict[str, Any]) -> float | None:
-    """How far the batched path moved a gap between two top candidates at this position: the range
-    of (batched - one-token) log-probability over the tokens in both lists (None: fewer than two)."""
+    """How far the batched path moved a gap between two competing candidates at this position: the
+    range of (batched - one-token) log-probability over the tokens in both lists that the one-token
+    path finds at least as likely as the less likely of the two tokens at issue (the tail of unlikely
+    candidates moves more and decides nothing; None: fewer than two such tokens)."""
     one, batch = _as_dict(entry["one_token"]), _as_dict(entry["batched"])
-    moves = [batch[t] - one[t] for t in one.keys() & batch.keys()]
+    at_issue = [one[t] for t in (entry["undrafted_token"], entry["drafted_token"]) if t in one]
+    floor = min(at_issue, default=-math.inf)
+    moves = [batch[t] - one[t] for t in one.keys() & batch.keys() if one[t] >= floor]
     return max(moves) - min(moves) if len(moves) >= 2 else None
 
 

@@ -13,8 +13,8 @@ from whichshot.measure.plan import SeriesInputs
 
 def main(smk):
     inputs = SeriesInputs(Path(smk.input.build), Path(smk.input.model), Path(smk.input.prompts))
-    run_divergence_probe(smk.params.plan, inputs, Path(smk.input.drafted), Path(smk.input.undrafted),
-                         Path(smk.output[0]))  # fmt: skip
+    shots = (Path(smk.input.drafted), Path(smk.input.undrafted))
+    run_divergence_probe(smk.params.plan, inputs, smk.wildcards.job, shots, Path(smk.output[0]))
 
 
 run_script(snakemake, main)
