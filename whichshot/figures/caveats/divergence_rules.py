@@ -21,13 +21,14 @@ def near_tie_divergence(catalog: Catalog) -> Finding | None:
     tied = (shots["status"] == "ok") & (shots["divergence_outcome"] == NEAR_TIE)
     if not tied.any():
         return None
-    rows = shots[tied].sort_values("first_divergence_token")
+    rows = shots[tied].sort_values("first_divergence_token").drop_duplicates("job_id")
     where = "; ".join(f"{r['shot_id']} {outcome_text(r)}" for r in rows.head(4).to_dict("records"))
     threshold = float(rows["near_tie_threshold_logprob"].iloc[0])
     return Finding(
         NEAR_TIE_DIVERGENCE,
-        f"{int(tied.sum())} drafted shot(s) part from the no-draft output only where the target's top two "
-        f"tokens are within {threshold:.3g} in log-probability ({where}): that is how far evaluating "
+        f"{int(tied.sum())} drafted shot(s) part from the no-draft output only where the target's two "
+        f"tokens are within this run's near-tie threshold, {threshold:.3g} in log-probability ({where}): that "
+        "is how far evaluating "
         "the same prefix in one batch (as a verification does) instead of one token at a time moved a gap "
         "between two of the target's candidates in this run. The evaluation path, not a draft, decided these "
         "tokens: the speed-up keeps its figure, and after the divergence the two outputs are different text.",
