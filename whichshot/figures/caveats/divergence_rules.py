@@ -28,9 +28,10 @@ def near_tie_divergence(catalog: Catalog) -> Finding | None:
         NEAR_TIE_DIVERGENCE,
         f"{int(tied.sum())} drafted shot(s) part from the no-draft output only where the target's two "
         f"tokens are within this run's near-tie threshold, {threshold:.3g} in log-probability ({where}): "
-        "that is how far evaluating the same prefix in one batch (as a verification does) instead of one token at a time moved a gap "
-        "between two of the target's candidates in this run. The evaluation path, not a draft, decided these "
-        "tokens: the speed-up keeps its figure, and after the divergence the two outputs are different text.",
+        "that is how far evaluating the same prefix in one batch (as a verification does) instead of one "
+        "token at a time moved a gap between two of the target's candidates in this run. The evaluation "
+        "path, not a draft, decided these tokens: the speed-up keeps its figure, and after the divergence "
+        "the two outputs are different text.",
         whole_cells(shots, tied),
         columns=OUTPUT_DEPENDENT,
     )
