@@ -177,6 +177,7 @@ class LlamaCpp:
     mode_schema = MODE_SCHEMA
     legacy_mode_keys = ("type", "options")  # the older form: these settings at a mode's top
     has_bench = True  # llama-bench
+    reports_top_candidates = True  # LlamaServer.top_candidates (measure/divergence_probe.py)
     caveat_rules = ()
     load_axes = frozenset({"prefill_chunk_tokens", "parallel_streams"})  # -ub with -b, --parallel
     warmups = {  # llama-server decodes once by itself before it reports ready
@@ -446,6 +447,30 @@ class LlamaServer:
             "prompt_n": first.get("prompt_n"),
             "cache_n": first.get("cache_n"),
         }
+
+    def top_candidates(
+        self, prompt_token_ids: list[int], prefix_ids: list[int], batched: bool, n: int, timeout_s: float
+    ) -> dict[str, Any]:
+        """The target's n most likely tokens (id -> log-probability) at the position after the prompt
+        and prefix_ids, from the raw logits (n_probs; no sampler applies to them). Not batched: the
+        prefix is decoded one token at a time, greedily, as an undrafted request makes it (`decoded`
+        says which tokens came out: the prefix, where the engine repeats itself). Batched: the prefix
+        is sent with the prompt and evaluated in one batch with it, as a verification evaluates the
+        tokens it checks."""
+        prompt = prompt_token_ids + (prefix_ids if batched else [])
+        budget = 1 if batched else len(prefix_ids) + 1
+        request = ShotRequest(prompt, budget, ignore_eos=True, timeout_s=timeout_s)
+        payload = {**completion_payload(request), "stream": False, "n_probs": n}
+        try:
+            response = requests.post(f"{self.base_url}/completion", json=payload, timeout=timeout_s)
+            response.raise_for_status()
+        except requests.RequestException as exc:
+            raise self.process.request_failure(exc) from None
+        steps = response.json().get("completion_probabilities") or []
+        if not steps:
+            raise MalformedStream("llama-server returned no completion_probabilities for n_probs")
+        top = {int(c["id"]): float(c["logprob"]) for c in steps[-1].get("top_logprobs", [])}
+        return {"top": top, "decoded": [int(step["id"]) for step in steps[:-1]]}
 
     def stop(self) -> int | None:
         return self.process.stop()

@@ -127,12 +127,13 @@ METRICS: tuple[Metric, ...] = (
         "workload",
         ("decode_tok_s", "decode", "tok/s"),
         (SPEEDUP_METRIC, "speed-up over none", "×"),
+        ("shared_prefix_speedup_vs_none", "speed-up, shared prefix", "× up to the divergence"),
         ("acceptance_rate", "acceptance", "%"),
         ("engine_draft_mean_len", "mean len", "tokens/step"),
         ("copy_fraction", "copy from input", "%"),
         ("self_repetition", "self-repetition", "%"),
         ("prompt_self_repetition", "input repeats itself", "%"),
-        ("lossless_share", "lossless vs none", "shots"),
+        ("lossless_share", "output vs none", "identical / up to near-ties / changed"),
     ),
     # Per-workload checks: the header is the check's short name.
     *(

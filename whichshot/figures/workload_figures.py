@@ -10,6 +10,7 @@ from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells, shots_in
 from whichshot.figures.comparison import Pair, comparison_figures
 from whichshot.shots.axes import BASE_WORKLOAD, NO_DRAFT
+from whichshot.shots.divergence import NEAR_TIE, OUTCOME_WORDS, outcome_text
 
 # (figure, numerator column, denominator column, words): ratios of summed counts over the shots used
 COUNT_RATIOS = (
@@ -44,6 +45,8 @@ SHARES = (
     ("code_parses_share", "code_parses", "code parses as Python 3"),
 )
 SPEEDUP_METRIC = "speedup_vs_none"
+# The speed-up over the text a drafted shot shares with its no-draft counterpart (issue 50).
+SHARED_PREFIX, SHARED_PREFIX_METRIC = "shared_prefix_speedup", "shared_prefix_speedup_vs_none"
 SPEED = "decode_tok_s"
 # Accepted over drafted tokens: 0 % where the engine counted and drafted nothing, so that a mode that
 # drafted nothing reads as such (its speed-up then is no drafter's work), not as "does not apply".
@@ -60,6 +63,7 @@ def workload_figures(catalog: Catalog) -> list[figure.Figure]:
         figures += _speedup(catalog, cell, rows)
         if cell["spec_mode"] != NO_DRAFT:
             figures += _count_ratios(catalog, cell, rows)
+            figures += _shared_prefix_speedup(catalog, cell, rows)
         figures += _shares(catalog, cell, rows)
     return figures
 
@@ -134,8 +138,38 @@ def _shares(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Fig
 
 
 def _divergence_note(rows: pd.DataFrame) -> str:
+    """The cell's outcome (shots.divergence): identical; identical up to near-ties; changed by drafting
+    (or diverged, no margin measured), with the first divergence of the worst outcome and its shot."""
     diverged = rows[rows["lossless_vs_none"] == False]  # noqa: E712 -- None means not compared
     if diverged.empty:
         return "identical to the no-draft output"
-    first = diverged.sort_values("first_divergence_token").iloc[0]
-    return f"first diverging token {int(first['first_divergence_token'])} in {first['shot_id']}"
+    near_tie = diverged["divergence_outcome"] == NEAR_TIE
+    worst = diverged[~near_tie] if (~near_tie).any() else diverged
+    first = worst.sort_values("first_divergence_token").iloc[0]
+    head = OUTCOME_WORDS[NEAR_TIE] + ": " if near_tie.all() else ""
+    return f"{head}{outcome_text(first.to_dict())} in {first['shot_id']}"
+
+
+def _shared_prefix_speedup(catalog: Catalog, cell: Cell, rows: pd.DataFrame) -> list[figure.Figure]:
+    """Where the cell's outputs part from the no-draft ones: the median speed-up over the text both
+    wrote (shots.shared_prefix), beside the whole-output speed-up."""
+    selection = catalog.rule(cell["protocol"]).select(rows, SHARED_PREFIX)
+    if selection.rows[SHARED_PREFIX].isna().all():
+        return []
+    timed = selection.rows[selection.rows[SHARED_PREFIX].notna()]
+    shortest = int(timed["first_divergence_token"].min())
+    return [
+        figure.from_shots(
+            SHARED_PREFIX_METRIC,
+            cell,
+            selection,
+            "median",
+            [SHARED_PREFIX],
+            unit="ratio",
+            formula="median over the drafted shots whose output parts from the no-draft one of the no-draft "
+            "shot's decode time over the tokens before the first divergence / this shot's (token arrival "
+            f"times, our clock; {cell['protocol']} rule)",
+            note=f"over the shared prefix: {shortest} tokens or more",
+            computed_by=workload_figures,
+        )
+    ]

@@ -26,6 +26,7 @@ def client_fields(outcome: ShotOutcome, prompt_tokens: int) -> dict[str, Any]:
     fields["last_token_mono_s"] = arrivals[-1] if arrivals else None
     fields["stream_token_events"] = len(outcome.token_events)
     fields["stream_token_deliveries"] = outcome.token_deliveries
+    fields["token_arrival_s"] = [t - outcome.t_request_s for t in arrivals]
     return fields
 
 
@@ -123,4 +124,5 @@ def empty_result_fields() -> dict[str, Any]:
     ]  # fmt: skip
     fields: dict[str, Any] = dict.fromkeys([*keys, *SERVER_COUNTER_COLUMNS, *STREAM_COLUMNS])
     fields["output_token_ids"] = []
+    fields["token_arrival_s"] = []
     return fields

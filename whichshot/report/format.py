@@ -63,7 +63,9 @@ def format_bare(figure: dict[str, Any]) -> str:
 
 
 def format_lossless(figure: dict[str, Any]) -> str:
-    """'3/3 identical' or '1/3 identical; diverges at token 12'."""
+    """'3/3 identical', '1/3 identical; changed by drafting (token 76, gap 2.1)' or '0/1 identical;
+    identical up to near-ties: diverges at a near-tie (token 138, gap 0.066)' (figures.workload_figures'
+    note; an older note's 'first diverging token 12' reads 'diverges at token 12')."""
     if _missing(figure.get("value")):
         return NOT_MEASURED
     n = len(figure.get("shot_ids") or [])

@@ -2,6 +2,7 @@ rule aggregate_shots:
     input:
         shots=shots_of_all_jobs(),
         telemetry=telemetry_of_all_jobs(),
+        divergence=divergence_probes(),
     output:
         shots="results/shots.parquet",
         telemetry="results/telemetry.parquet",

@@ -16,6 +16,7 @@ rule archive_run:
         ),
         trace_prompt_files(),
         bench_outputs(),
+        divergence_probes(),
     output:
         archive=f"results/archive/{config['run_id']}.tar.gz",
     log:

@@ -11,6 +11,7 @@ from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
 from whichshot.keyed import keyed_engine
 from whichshot.snakemake_record import METADATA
+from whichshot.measure.divergence_probe import probed_pairs
 from whichshot.measure.estimate import estimate_words, still_finished
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
 from whichshot.measure.kernel_probe import BEFORE as KERNELS_BEFORE
@@ -59,6 +60,8 @@ CELL_DRAFTS = {}
 for _job_id, _place in ORDER.items():
     _draft = PLANS[_job_id]["spec_mode"]["draft_model"]
     CELL_DRAFTS.setdefault(_place.cell, set()).update([_draft] if _draft else [])
+# Drafted series whose divergences are probed -> their undrafted counterparts (measure.divergence_probe).
+DIVERGENCE_PAIRS = probed_pairs(JOBS)
 # Engine -> the models its series run (the kernel probe times their weight types).
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
@@ -113,6 +116,31 @@ def all_outputs():
 
 def shots_of_all_jobs():
     return [SHOTS_FILE.format(job=job_id) for job_id in JOBS]
+
+
+def divergence_probes():
+    """The divergence probe of every drafted series checked against an undrafted one."""
+    return [f"results/divergence/{job_id}.json" for job_id in DIVERGENCE_PAIRS]
+
+
+def divergence_inputs(wildcards):
+    """A divergence probe reads both series' shots and starts the undrafted one's configuration."""
+    undrafted = DIVERGENCE_PAIRS[wildcards.job]
+    inputs = {
+        key: value
+        for key, value in job_inputs(wildcards).items()
+        if key != "draft_model"
+    }
+    return {
+        **inputs,
+        "drafted": SHOTS_FILE.format(job=wildcards.job),
+        "undrafted": SHOTS_FILE.format(job=undrafted),
+    }
+
+
+def divergence_plan(wildcards):
+    """The undrafted counterpart's plan: the configuration the target is asked in."""
+    return PLANS[DIVERGENCE_PAIRS[wildcards.job]]
 
 
 def telemetry_of_all_jobs():

@@ -22,3 +22,23 @@ rule run_series:
         plan=job_plan,
     script:
         "../scripts/run_series.py"
+
+
+rule probe_divergence:
+    input:
+        unpack(divergence_inputs),
+    output:
+        "results/divergence/{job}.json",
+    log:
+        "logs/probe_divergence/{job}.log",
+    wildcard_constraints:
+        job=JOB_PATTERN,
+    conda:
+        ENV
+    resources:
+        measurement_slot=1,
+        slurm_extra=measurement_slurm_extra,
+    params:
+        plan=divergence_plan,
+    script:
+        "../scripts/probe_divergence.py"

@@ -10,8 +10,10 @@ from whichshot.measure.aggregate import aggregate
 
 
 def main(smk):
+    probes = [Path(p) for p in smk.input.divergence]
     for table in ("shots", "telemetry"):
-        aggregate(table, [Path(p) for p in smk.input[table]], Path(smk.output[table]), smk.params.run_id)
+        aggregate(table, [Path(p) for p in smk.input[table]], Path(smk.output[table]), smk.params.run_id,
+                  probes if table == "shots" else [])  # fmt: skip
 
 
 run_script(snakemake, main)

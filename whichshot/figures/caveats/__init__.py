@@ -7,6 +7,7 @@ from whichshot.engine import engine_kinds, load_engine
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.caveats.ceiling_rules import CEILING_RULES
 from whichshot.figures.caveats.comparison_rules import COMPARISON_RULES
+from whichshot.figures.caveats.divergence_rules import DIVERGENCE_RULES
 from whichshot.figures.caveats.drafter_rules import DRAFTER_RULES
 from whichshot.figures.caveats.finding import attach
 from whichshot.figures.caveats.probe_rules import PROBE_RULES
@@ -19,13 +20,13 @@ from whichshot.shots.caveat import Finding, ShotsRule
 
 
 def rules() -> tuple:
-    """Every caveat rule: the run's, telemetry's, comparisons', tasks', traces', streams', drafters',
-    ceilings', step-cost probes', then each engine kind's own."""
+    """Every caveat rule: the run's, telemetry's, comparisons', divergences', tasks', traces', streams',
+    drafters', ceilings', step-cost probes', then each engine kind's own."""
     engine_rules = tuple(
         _over_shots(rule) for kind in engine_kinds() for rule in load_engine(kind).caveat_rules
     )
-    return (*RUN_RULES, *TELEMETRY_RULES, *COMPARISON_RULES, *TASK_RULES, *TRACE_RULES, *STREAM_RULES,
-            *DRAFTER_RULES, *CEILING_RULES, *PROBE_RULES, *engine_rules)  # fmt: skip
+    return (*RUN_RULES, *TELEMETRY_RULES, *COMPARISON_RULES, *DIVERGENCE_RULES, *TASK_RULES, *TRACE_RULES,
+            *STREAM_RULES, *DRAFTER_RULES, *CEILING_RULES, *PROBE_RULES, *engine_rules)  # fmt: skip
 
 
 def _over_shots(rule: ShotsRule) -> Callable[[Catalog], Finding | None]:

@@ -12,6 +12,7 @@ from whichshot.figures.figure import Figure
 from whichshot.figures.peer_figures import PEER, PEER_METRICS, peers_missing
 from whichshot.shots.axes import AXES, BASE_WORKLOAD, NO_DRAFT
 from whichshot.shots.caveat import Finding, flag_false, ids
+from whichshot.shots.divergence import NEAR_TIE, outcome_text
 from whichshot.shots.lossless import counterpart_key
 
 # What depends on which tokens came out: decode speed, the copy share, the lossless check itself.
@@ -175,23 +176,29 @@ def _repetition_words(shots: pd.DataFrame) -> str:
 
 
 def lossless_check_failed(catalog: Catalog) -> Finding | None:
+    """Drafted shots whose output parts from the no-draft one other than at a near-tie of the target
+    (shots.divergence: changed by drafting, or no margin measured)."""
     shots = catalog.shots
-    diverged = (shots["status"] == "ok") & flag_false(shots["lossless_vs_none"])
+    near_tie = shots["divergence_outcome"] == NEAR_TIE
+    diverged = (shots["status"] == "ok") & flag_false(shots["lossless_vs_none"]) & ~near_tie
     if not diverged.any():
         return None
     examples = shots[diverged].sort_values("first_divergence_token").drop_duplicates("job_id")
-    where = "; ".join(
-        f"{r['shot_id']} at token {int(r['first_divergence_token'])}"
-        for r in examples.head(4).to_dict("records")
-    )
+    where = "; ".join(f"{r['shot_id']} {outcome_text(r)}" for r in examples.head(4).to_dict("records"))
     return Finding(
         LOSSLESS_CHECK_FAILED,
         f"With drafting on, greedy output differed from the no-draft output in {int(diverged.sum())} shot(s) "
         f"({where}). Drafting is not lossless here: the speed of these cells is the speed of other text, "
-        "and their speed-up is not a free lunch.",
+        "and their speed-up is not a free lunch." + _unmeasured(shots[diverged]),
         whole_cells(shots, diverged),
         columns=OUTPUT_DEPENDENT,
     )
+
+
+def _unmeasured(rows: pd.DataFrame) -> str:
+    """Why no margin was measured where a divergence has none (shots.divergence), once per reason."""
+    reasons = sorted(set(rows["divergence_not_measured_because"].dropna()))
+    return f" No margin was measured where they part: {'; '.join(reasons)}." if reasons else ""
 
 
 def lossless_not_checked(catalog: Catalog) -> Finding | None:

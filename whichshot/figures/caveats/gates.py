@@ -60,7 +60,13 @@ _SPEEDUP = frozenset({SPEEDUP_METRIC})
 GATES = (
     Gate(TASK_NOT_DONE, "gate failed", "task not done (its workload's task gate failed)", _SPEEDUP),
     Gate(TASK_GATE_NOT_CHECKED, "gate not checked", "the task gate could not be checked", _SPEEDUP),
-    Gate(LOSSLESS_CHECK_FAILED, "lossy", "output not lossless (differs from the no-draft output)", _SPEEDUP),
+    Gate(
+        LOSSLESS_CHECK_FAILED,
+        "lossy",
+        "output not lossless (changed by drafting: it differs from the no-draft output other than at a "
+        "near-tie of the target)",
+        _SPEEDUP,
+    ),
     Gate(
         LOSSLESS_NOT_CHECKED,
         "lossless not checked",
