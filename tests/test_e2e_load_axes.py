@@ -34,9 +34,9 @@ def load_run(tmp_path_factory):
     config = load_config("smoke")
     config.update(run_id="load-axes", bench={"enabled": False}, spec_modes=MODES)
     config["prompts"] = {"lengths": [200]}
-    config["protocol"] = {"output_tokens": 16, "cold_processes": 0, "warm_shots": 3,
-                          "context_tokens": [CONTEXT], "prefill_chunk_tokens": CHUNKS,
-                          "parallel_streams": [1, 2]}  # fmt: skip
+    config["protocol"] |= {"output_tokens": 16, "cold_processes": 0, "warm_shots": 3,
+                           "context_tokens": [CONTEXT], "prefill_chunk_tokens": CHUNKS,
+                           "parallel_streams": [1, 2]}  # fmt: skip
     config["workloads"] = {"names": ["verbatim_recall"], "text_kinds": ["synthetic"], "document_tokens": 144,
                            "max_output_tokens": 180, "context_tokens": CONTEXT, "cold_processes": 0,
                            "warm_shots": 2}  # fmt: skip

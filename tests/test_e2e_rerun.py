@@ -30,7 +30,7 @@ def _config(notes) -> dict:
     config = load_config("smoke")
     config["run_id"] = "rerun"
     config["prompts"] = {"lengths": [64], "corpus": {"path": str(notes), "sha256": pin_of(notes)}}
-    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 2, "context_tokens": [512]}
+    config["protocol"] |= {"output_tokens": 8, "cold_processes": 1, "warm_shots": 2, "context_tokens": [512]}
     config["workloads"] = {"names": ["explain"], "text_kinds": ["real"], "max_output_tokens": 8,
                            "context_tokens": 1024, "cold_processes": 1, "warm_shots": 2}  # fmt: skip
     config["spec_modes"] = {"none": {}}

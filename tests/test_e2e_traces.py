@@ -58,7 +58,7 @@ def trace_run(tmp_path_factory):
     config = load_config("smoke")
     config.update(run_id="traces", traces=traces, bench={"enabled": False})
     config["prompts"] = {"lengths": [64]}
-    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
+    config["protocol"] |= {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
     config["workloads"] = {"cold_processes": 1, "warm_shots": 2}
     config["spec_modes"] = load_config("workloads")["spec_modes"]
     workdir = tmp_path_factory.mktemp("traces-run")

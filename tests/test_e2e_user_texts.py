@@ -31,7 +31,7 @@ def user_run(tmp_path_factory):
     config = load_config("smoke")
     config["run_id"] = "user-texts"
     config["prompts"] = {"lengths": [64], "corpus": corpus}
-    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
+    config["protocol"] |= {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
     config["workloads"] = {"names": ["edit_file", "verbatim_recall"], "text_kinds": ["real"], "texts": corpus,
                            "edit_source": edit, "document_tokens": 320, "max_output_tokens": 400,
                            "context_tokens": 1280, "cold_processes": 1, "warm_shots": 0}  # fmt: skip

@@ -23,8 +23,8 @@ def echo_config() -> dict:
     config["engine_modules"] = ["tests.echo_engine"]
     config["engines"] = {"echo": {"kind": "echo", "greeting": "hi"}}
     config["prompts"] = {"lengths": [32]}
-    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 3, "context_tokens": [512],
-                          "engine_warmup": ["on"]}  # fmt: skip
+    config["protocol"] |= {"output_tokens": 8, "cold_processes": 1, "warm_shots": 3, "context_tokens": [512],
+                           "engine_warmup": ["on"]}  # fmt: skip
     config["bench"] = {"enabled": False}
     return config
 

@@ -25,8 +25,8 @@ def cross_config() -> dict:
     config["engines"]["transformers"] = TRANSFORMERS
     config["prompts"] = {"lengths": [64]}
     # Both engines warm up once before ready: their cold shots are the same first request.
-    config["protocol"] = {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512],
-                          "engine_warmup": ["on"]}  # fmt: skip
+    config["protocol"] |= {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512],
+                           "engine_warmup": ["on"]}  # fmt: skip
     config["workloads"] = {"names": ["verbatim_recall"], "text_kinds": ["real"], "document_tokens": 128,
                            "max_output_tokens": 160, "context_tokens": 768, "cold_processes": 1}  # fmt: skip
     config["spec_modes"] = {

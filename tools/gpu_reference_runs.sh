@@ -20,6 +20,9 @@ say() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 if [ ! -x "$work/venv/bin/snakemake" ]; then
     say "unpacking and installing $bundle"
     tar xf "$bundle" -C "$work" || { say "tar failed"; touch "$work/done"; exit 1; }
+    # The bundle's folder is named after it (python -m whichshot.offline build -o NAME.tar): link it.
+    top=$(tar tf "$bundle" | head -1 | cut -d/ -f1)
+    [ "$top" = whichshot-bundle ] || ln -sfn "$work/$top" "$work/whichshot-bundle"
     python3 "$work/whichshot-bundle/install.py" --venv "$work/venv" --cache "$work/cache" --cores "$cores" \
         >"$work/install.log" 2>&1 || { say "install failed"; tail -20 "$work/install.log" | tee -a "$log"; touch "$work/done"; exit 1; }
 fi

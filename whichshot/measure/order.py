@@ -66,6 +66,12 @@ def priority(place: Place, total: int) -> int:
     return total - place.position + 1
 
 
+def prepare_priority(total: int) -> int:
+    """Snakemake's priority of a job that prepares some series (their prompts): above every series, so
+    that no series is ready early because its preparation happened to run first."""
+    return total + 1
+
+
 def order_fields(place: Place | None) -> dict[str, Any]:
     """The shot columns that record its series' place (None: run outside a planned run, by hand)."""
     if place is None:

@@ -22,7 +22,7 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
-from whichshot.measure.order import priority, run_order
+from whichshot.measure.order import prepare_priority, priority, run_order
 from whichshot.measure.plan import prompt_entries, prompts_needed, series_plan
 from whichshot.prepare.series_prompts import (
     CONTENT_ID_CHARS,
@@ -196,6 +196,10 @@ def prompts_file(job):
 
 def job_plan(wildcards):
     return PLANS[wildcards.job]
+
+
+# Each series' prompts are cut before any series starts (measure.order.prepare_priority).
+PREPARE_PRIORITY = prepare_priority(len(ORDER))
 
 
 def series_priority(wildcards):

@@ -68,6 +68,7 @@ rule series_prompts:
         source=PROMPTS_SOURCE_PATTERN,
         entries=r"[A-Za-z0-9_-]+",
         content_id=CONTENT_ID_PATTERN,
+    priority: PREPARE_PRIORITY
     conda:
         ENV
     script:
