@@ -146,7 +146,7 @@ def _text(value) -> str:
     """A cell as comparable text (arrays and lists alike; NaN and None alike)."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
-    return repr(list(value)) if hasattr(value, "__len__") and not isinstance(value, str) else repr(value)
+    return repr(list(value)) if _is_sequence(value) else repr(value)
 
 
 def _summary_differences(committed: Path, fresh: Path) -> list[str]:

@@ -12,7 +12,7 @@ run_series' priority (workflow/rules/protocol.smk) makes Snakemake start the rea
 order; each shot records its series' place (order_fields), so a run shows the order it really ran in.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from whichshot.measure.grid import Job
@@ -75,6 +75,5 @@ def prepare_priority(total: int) -> int:
 def order_fields(place: Place | None) -> dict[str, Any]:
     """The shot columns that record its series' place (None: run outside a planned run, by hand)."""
     if place is None:
-        return {"order_position": None, "order_cell": None, "order_block": None, "order_slot": None}
-    return {"order_position": place.position, "order_cell": place.cell, "order_block": place.block,
-            "order_slot": place.slot}  # fmt: skip
+        return {f"order_{field.name}": None for field in fields(Place)}
+    return {f"order_{name}": value for name, value in asdict(place).items()}
