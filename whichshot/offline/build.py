@@ -25,6 +25,7 @@ from whichshot.atomic import write_json_atomic, write_text_atomic
 from whichshot.cache import cache_root
 from whichshot.errors import WhichshotError
 from whichshot.offline import installer
+from whichshot.offline.engine_requirements import pip_lines, requirement_names
 from whichshot.prepare.models import fetch_model
 from whichshot.redact import secret_places
 
@@ -156,9 +157,18 @@ def bundle_engine_wheels(
         return None
     pins = []
     for spec in specs:
-        requirements = [f"{spec['distribution']}=={spec['version']}", *spec.get("requirements", [])]
-        download_wheels(requirements, python_version, platforms, dest, no_deps=bool(spec.get("no_deps")))
-        pins += requirements
+        lines = pip_lines(spec)
+        if spec.get("sha256"):
+            # pip checks each wheel against its pin (hash-checking mode: every line carries one).
+            with tempfile.TemporaryDirectory() as scratch:
+                listed = Path(scratch) / "requirements.txt"
+                listed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+                download_wheels(
+                    ["--require-hashes", "-r", str(listed)], python_version, platforms, dest, True
+                )
+        else:
+            download_wheels(lines, python_version, platforms, dest, no_deps=bool(spec.get("no_deps")))
+        pins += requirement_names(spec)
     return {
         "folder": ENGINE_WHEELS,
         "requirements": pins,
