@@ -331,7 +331,7 @@ def server_argv(
 def server_env(build: dict[str, Any], settings: ServerSettings, cache_dir: Path | None) -> dict[str, str]:
     """Our environment plus: no hub, no usage report, loopback for vLLM's own sockets, the threads (and
     on CPU the cores they are bound to) and KV cache space, the compile cache folder where the axis
-    sets one."""
+    sets one (Triton's kernel cache inside it)."""
     spec = settings.engine_spec
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
@@ -345,6 +345,9 @@ def server_env(build: dict[str, Any], settings: ServerSettings, cache_dir: Path 
         )
     if cache_dir is not None:
         env["VLLM_CACHE_ROOT"] = str(cache_dir)
+        # On CUDA, Triton keeps the kernels it compiled in a cache of its own (~/.triton/cache): inside
+        # the axis's folder too, or an "empty" start would find the kernels of the process before it.
+        env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
     env.update(spec["env"])
     return env
 
