@@ -14,7 +14,7 @@ from typing import Any
 from whichshot.atomic import write_json_atomic
 from whichshot.errors import WhichshotError
 from whichshot.hashing import sha256_file, short_id
-from whichshot.offline.engine_requirements import normalise, pip_lines
+from whichshot.wheel_requirements import normalise, pip_lines
 
 LOCK_FILE = "lock.json"
 BUILD_FILE = "build.json"

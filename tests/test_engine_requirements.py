@@ -1,4 +1,4 @@
-"""What an engine's wheel needs that a machine image lacks (whichshot/offline/engine_requirements.py), the
+"""What an engine's wheel needs that a machine image lacks (whichshot/wheel_requirements.py), the
 hash-checked pins config/gpu-vllm.yaml carries, and what a bundle and the vLLM venv make of such pins:
 real pip on wheels made here, with every index off (no network)."""
 
@@ -17,7 +17,7 @@ from engines import vllm_venv
 from whichshot.config import check_config
 from whichshot.errors import WhichshotError
 from whichshot.offline import build
-from whichshot.offline.engine_requirements import (
+from whichshot.wheel_requirements import (
     image_packages,
     lacking,
     pins,

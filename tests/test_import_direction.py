@@ -25,7 +25,7 @@ STAGES: dict[str, tuple[str, ...]] = {  # lowest first; "x/" names a folder, the
     "base": ("whichshot/__init__.py", "whichshot/errors.py", "whichshot/hashing.py", "whichshot/atomic.py",
              "whichshot/cache.py", "whichshot/tables.py", "whichshot/schemas/", "whichshot/redact.py",
              "whichshot/keyed.py", "whichshot/snakemake_record.py",
-             "whichshot/pypi.py", "whichshot/tell.py"),
+             "whichshot/pypi.py", "whichshot/tell.py", "whichshot/wheel_requirements.py"),
     "shots": ("whichshot/shots/",),
     "machine": ("whichshot/telemetry/", "whichshot/host.py", "whichshot/cluster.py"),
     "engine protocol": ("whichshot/engine/", "whichshot/spec_modes.py"),

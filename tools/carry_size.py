@@ -30,7 +30,7 @@ import requests
 import yaml
 
 from whichshot.offline.build import expand_platforms
-from whichshot.offline.engine_requirements import (
+from whichshot.wheel_requirements import (
     image_packages,
     lacking,
     needed,

@@ -25,9 +25,9 @@ from whichshot.atomic import write_json_atomic, write_text_atomic
 from whichshot.cache import cache_root
 from whichshot.errors import WhichshotError
 from whichshot.offline import installer
-from whichshot.offline.engine_requirements import pip_lines, requirement_names
 from whichshot.prepare.models import fetch_model
 from whichshot.redact import secret_places
+from whichshot.wheel_requirements import pip_lines, requirement_names
 
 REPO = Path(__file__).resolve().parents[2]
 # pip's "--platform manylinux2014_x86_64" means glibc 2.17; its legacy names and their glibc versions.
