@@ -95,6 +95,13 @@ properties:
     description: the venv sees the interpreter's own packages (a GPU image's torch)
     type: boolean
     default: false
+  python:
+    description: >
+      a site's own interpreter that already has vLLM (an absolute path): served as it is, nothing
+      installed; every distribution it sees and its version are the lock the build id hashes, and
+      its vLLM must be `version`
+    type: string
+    pattern: "^/"
   site_python:
     description: >
       an interpreter (an absolute path; it may itself be a venv, as a GPU image's python3 often is)
@@ -188,6 +195,15 @@ class Vllm:
             raise invalid_config(
                 f"engines.{name}.extra_args", f"{taken[0]} is set by whichshot (loopback only)"
             )
+        if spec.get("python"):
+            given = [key for key in ("sha256", "site_python") if key in spec]
+            given += [
+                key for key in ("requirements", "without", "no_deps", "system_site_packages") if spec[key]
+            ]
+            if given:
+                raise invalid_config(
+                    f"engines.{name}.{given[0]}", "installs into a venv: a given python is served as it is"
+                )
         if spec.get("site_python") and spec["system_site_packages"]:
             raise invalid_config(
                 f"engines.{name}.site_python", "names the site packages: leave system_site_packages off"
@@ -233,7 +249,11 @@ class Vllm:
         install = vllm_venv.install_spec(spec)
         home = cache_root / "engines" / f"vllm-{short_id(install)}"
         with exclusive_lock(home.with_name(home.name + ".lock")):
-            build = vllm_venv.cached_build(home)
+            build = (
+                vllm_venv.existing(home, spec, install)
+                if spec.get("python")
+                else vllm_venv.cached_build(home)
+            )
             if build is None:
                 with measurement_lock():  # pip unpacks gigabytes: no measurement beside it
                     build = vllm_venv.install(home, spec, install)

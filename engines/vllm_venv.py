@@ -33,6 +33,7 @@ def install_spec(spec: dict[str, Any]) -> dict[str, Any]:
         "no_deps": spec["no_deps"],
         "system_site_packages": spec["system_site_packages"],
         "site_python": spec.get("site_python"),
+        "python": spec.get("python"),
         "python_version": platform.python_version(),
         "machine": platform.machine(),
     }
@@ -85,6 +86,38 @@ def install(home: Path, spec: dict[str, Any], install: dict[str, Any]) -> dict[s
         "lock": lock,
         "venv_bytes": folder_bytes(home / "venv"),
     }
+    write_json_atomic(home / BUILD_FILE, build)
+    return build
+
+
+def existing(home: Path, spec: dict[str, Any], install: dict[str, Any]) -> dict[str, Any]:
+    """A site's own interpreter with vLLM, as it is: its distributions and versions are the lock (no
+    archive hashes: pip installed none of them here), its vLLM must be the entry's version."""
+    python = Path(spec["python"])
+    if not python.is_file():
+        raise WhichshotError(f"vLLM: python {python} does not exist on this machine")
+    lock = [{"name": name, "version": version, "sha256": None, "source": "the site's own interpreter"}
+            for name, version in sorted(installed_versions(python).items())]  # fmt: skip
+    found = {d["name"]: d["version"] for d in lock}.get(normalise(spec["distribution"]))
+    if found != spec["version"]:
+        raise WhichshotError(
+            f"vLLM: {python} has {spec['distribution']} {found or 'not installed'}, "
+            f"the entry pins {spec['version']}"
+        )
+    binary = sha256_file(python.resolve())
+    identity = {**install, "python_sha256": binary, "versions": key_versions(lock),
+                "lock_sha256": short_id(lock, length=64)}  # fmt: skip
+    build = {
+        "build_id": short_id(identity),
+        "identity": identity,
+        "build_seconds": 0.0,
+        "built_at_unix_s": int(time.time()),
+        "binaries": {"python": {"path": str(python), "sha256": binary}},
+        "python": str(python),
+        "home": str(home),
+        "lock": lock,
+    }
+    home.mkdir(parents=True, exist_ok=True)
     write_json_atomic(home / BUILD_FILE, build)
     return build
 

@@ -202,3 +202,35 @@ def test_the_build_id_names_vllm_torch_transformers_and_triton():
     lock = [{"name": n, "version": v} for n, v in
             [("torch", "2.11.0"), ("vllm", "0.26.0"), ("lark", "1.2.2"), ("triton", "3.6.0")]]  # fmt: skip
     assert vllm_venv.key_versions(lock) == {"torch": "2.11.0", "vllm": "0.26.0", "triton": "3.6.0"}
+
+
+def test_a_sites_own_vllm_interpreter_is_served_as_it_is_and_its_versions_are_the_build_id(tmp_path):
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "venv", str(site)], check=True)
+    wheel, _ = make_wheel(tmp_path / "wheels", "vllm", "0.26.0")
+    pip = [str(site / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)]
+    subprocess.run(pip, check=True)
+    spec = {**ENGINE_DEFAULTS, "distribution": "vllm", "version": "0.26.0", "no_deps": False,
+            "python": str(site / "bin/python")}  # fmt: skip
+    built = vllm_venv.existing(tmp_path / "home", spec, vllm_venv.install_spec(spec))
+    assert built["python"] == spec["python"] and built["identity"]["versions"] == {"vllm": "0.26.0"}
+    assert {"name": "vllm", "version": "0.26.0", "sha256": None, "source": "the site's own interpreter"} in (
+        built["lock"]
+    )
+    again = vllm_venv.existing(tmp_path / "home", spec, vllm_venv.install_spec(spec))
+    assert again["build_id"] == built["build_id"]
+    newer, _ = make_wheel(tmp_path / "wheels", "vllm", "0.27.0")
+    subprocess.run([*pip[:-1], str(newer)], check=True)
+    with pytest.raises(WhichshotError, match="has vllm 0.27.0, the entry pins 0.26.0"):
+        vllm_venv.existing(tmp_path / "home", spec, vllm_venv.install_spec(spec))
+
+
+def test_a_given_python_installs_nothing():
+    config = yaml.safe_load((ROOT / "config/gpu-vllm.yaml").read_text())
+    config["engines"]["vllm_cuda"]["python"] = "/opt/site/bin/python3"
+    with pytest.raises(WhichshotError, match="a given python is served as it is"):
+        check_config(config)
+    spec = config["engines"]["vllm_cuda"]
+    for key in ("sha256", "site_python", "requirements", "no_deps"):
+        del spec[key]
+    assert check_config(config)["engines"]["vllm_cuda"]["python"] == "/opt/site/bin/python3"

@@ -106,7 +106,8 @@ def _fill(
             if "source" in spec:
                 entry = _bundle_source(spec["source"], cache, root / "sources")
                 sources[entry["file"]] = entry
-            if "distribution" in spec and spec not in engine_pins:
+            # An engine on a site's own interpreter (vllm's `python`) brings nothing to carry.
+            if "distribution" in spec and not spec.get("python") and spec not in engine_pins:
                 engine_pins.append(spec)
         local = {}
         for model, spec in (config.get("models") or {}).items():
