@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from whichshot.figures.look_decision import look_level
 from whichshot.figures.statistic import WarmRule
 from whichshot.figures.verdict import (
     DIFFERS_CODE,
@@ -31,7 +32,6 @@ from whichshot.figures.verdict import (
     verdict_codes,
 )
 from whichshot.measure.grid import workload_protocol
-from whichshot.measure.looks import look_level
 
 
 @dataclass(frozen=True, order=True)
@@ -254,7 +254,10 @@ def sequential_rates(
     rng = np.random.default_rng(seed)
     level = look_level(len(looks))
     shape = PairedShape(looks[-1], warm_shots)
-    d = {phase: paired_differences(rng, sims, shape, spread, effects[phase]) for phase, spread in spreads.items()}
+    d = {
+        phase: paired_differences(rng, sims, shape, spread, effects[phase])
+        for phase, spread in spreads.items()
+    }
     codes = {phase: np.full(sims, UNDECIDED_CODE) for phase in spreads}
     stopped, used = np.zeros(sims, dtype=bool), np.full(sims, looks[-1])
     for n in looks:

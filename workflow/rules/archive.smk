@@ -15,7 +15,7 @@ rule archive_run:
             model=measured_models(config),
         ),
         trace_prompt_files(),
-        bench_outputs(),
+        bench_outputs,
         divergence_probes(),
     output:
         archive=f"results/archive/{config['run_id']}.tar.gz",
