@@ -12,6 +12,7 @@ from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
 from whichshot.keyed import keyed_engine
 from whichshot.snakemake_record import METADATA
+from whichshot.figures.look_decision import verdict_level
 from whichshot.measure.divergence_probe import probed_pairs
 from whichshot.measure.estimate import estimate_words, still_finished
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
