@@ -1,9 +1,10 @@
 """Run until decided on the real engine (protocol.until_decided, looks [2, 3]): the first look's series
 and its decision run; the run, started again, resumes the sequence from the decision on disk (look
 1's series are not measured again) and adds look 2's series only where that decision said
-"continue"; the report's paired verdicts carry the looks' level."""
+"continue"; the report's paired verdicts carry the looks' level, the archive the decisions."""
 
 import json
+import tarfile
 
 import pandas as pd
 import pytest
@@ -56,6 +57,8 @@ def test_the_looks_run_in_sequence_and_resume_from_the_decision_on_disk(tmp_path
     else:
         assert not shots[3].exists() and not look2.exists()
         assert set(rows["repeat"]) == {1, 2}
+    with tarfile.open(tmp_path / "results" / "archive" / "until-decided.tar.gz") as archive:
+        assert any(name.endswith(f"results/looks/{cell}/look1.json") for name in archive.getnames())
     figures = pd.read_parquet(tmp_path / "results" / "figures.parquet")
     paired = figures["parameters"].str.contains('"paired"')
     intervals = figures[figures["metric"].str.endswith("_low") & paired]

@@ -17,6 +17,7 @@ rule archive_run:
         trace_prompt_files(),
         bench_outputs,
         divergence_probes(),
+        look_decisions,  # run until decided: each cell's decision after each look it ran
     output:
         archive=f"results/archive/{config['run_id']}.tar.gz",
     log:
