@@ -10,8 +10,9 @@ is its level + the effect + shot 1's own noise, its warm shots its level + their
 cancels in d = shot 1 - median of the kept warm shots, as verdict.paired_values takes them. The
 draws run the production functions (log_mean_interval, paired_log_interval, verdict_codes) on whole
 arrays at once. Run until decided (measure.looks) is drawn whole by sequential_rates: the looks'
-Bonferroni level, a cell's stop at the first look where every phase decides. NOISE_FIXTURE holds the spreads measured on the project's 2-core VM
-(tools/noise_fixture.py); fixture_spreads turns them into the spreads drawn here.
+Bonferroni level, a cell's stop at the first look where every phase decides. NOISE_FIXTURE holds
+the spreads measured on the project's 2-core VM (tools/noise_fixture.py); fixture_spreads turns them
+into the spreads drawn here.
 """
 
 import json
