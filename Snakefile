@@ -25,6 +25,7 @@ localrules:
     all,
     model_traffic,
     series_prompts,
+    decide_look,
     aggregate_shots,
     compute_figures,
     check_claims,

@@ -25,6 +25,7 @@ from whichshot.figures.verdict_sim import (  # noqa: E402
     paired_config_shapes,
     paired_rates,
     repeat_coverage,
+    sequential_rates,
     verdict_rates,
 )
 
@@ -83,6 +84,38 @@ def default_power(sims: int) -> None:
         print(phase + "\t" + "\t".join(f"{p['differs']:.2f}" for p in powers))
 
 
+# Candidate looks of run until decided (protocol.until_decided) and the default's fixed 10 series.
+CANDIDATE_LOOKS = ((10,), (10, 20, 40), (10, 30), (12, 24, 36), (10, 25, 40), (10, 20, 40, 60), (16, 32, 48))
+
+
+def sequential_table(sims: int) -> None:
+    """Run until decided at the measured noise: false "differs" (no difference; one as large as the
+    margin) over all looks, power for a 10 % difference in each phase, and the series a cell used."""
+    (shape,) = paired_config_shapes(config_as_run(ROOT / "config" / "config.yaml"))
+    measured = fixture_spreads()["paired"]
+    print(f"\nrun until decided (Bonferroni over the looks), the default's {shape.warm_shots} kept warm "
+          f"shots, ±{MARGIN:.0%}, {sims} draws: a cell stops once prefill and decode decide")  # fmt: skip
+    print("looks\ttails\tdiffers@0 (prefill/decode)\tdiffers@margin\tpower@-10% (prefill/decode)\t"
+          "series used@0\tseries used@-10%")  # fmt: skip
+    for looks in CANDIDATE_LOOKS:
+        for tails in (0, 1):
+            spreads = {phase: measured[phase][tails] for phase in measured}
+            rates = [
+                sequential_rates(
+                    looks, shape.warm_shots, spreads, dict.fromkeys(spreads, effect), MARGIN, sims, seed
+                )  # fmt: skip
+                for effect, seed in ((0.0, 41), (MARGIN, 41), (COLD_WARM, 47))
+            ]
+            null, at_margin, power = ({phase: r.differs for phase, r in rate.items()} for rate in rates)
+            used = [next(iter(rate.values())).mean_series for rate in (rates[0], rates[2])]
+            print(f"{list(looks)}\t{'t3' if tails else 'normal'}\t{_pair(null)}\t{_pair(at_margin)}\t"
+                  f"{_pair(power)}\t{used[0]:.1f}\t{used[1]:.1f}")  # fmt: skip
+
+
+def _pair(rates: dict[str, float]) -> str:
+    return "/".join(f"{rates[phase]:.4f}" for phase in ("prefill_tok_s", "decode_tok_s"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=10_000)
@@ -91,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     unpaired_table(configs, sims)
     paired_table(configs, sims)
     default_power(sims)
+    sequential_table(sims)
     return 0
 
 

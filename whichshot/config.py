@@ -5,6 +5,7 @@ declares (also inside per-name maps such as engines.<name>), so no Python code r
 """
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ def check_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -
         raise WhichshotError(f"invalid config: {problems[0]}{more}")
     config = _with_claimed_cells(with_defaults(config, schema), schema)
     _check_grid_not_empty(config)
+    _check_looks(config["protocol"])
     _check_synthetic_donors(config)
     _check_synthetic_shapes(config)
     _check_draft_models(config)
@@ -274,6 +276,14 @@ def _check_grid_not_empty(config: dict[str, Any]) -> None:
         raise WhichshotError(
             "invalid config: workloads: cold_processes and warm_shots are both 0 (where unset, the "
             f"protocol's), so {' and '.join(asked)} would run no series"
+        )
+
+
+def _check_looks(protocol: dict[str, Any]) -> None:
+    looks = protocol["until_decided"]["looks"]
+    if any(later <= earlier for earlier, later in itertools.pairwise(looks)):
+        raise WhichshotError(
+            f"invalid config: protocol.until_decided.looks: {looks} must increase (each look's series count)"
         )
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 from whichshot.figures.statistic import WarmRule, outlier_flags
 from whichshot.figures.steady_state import TOO_FEW_SHOTS, series_classes
 from whichshot.figures.verdict import (
+    LEVEL,
     paired_ratio_interval,
     paired_ratio_range,
     paired_values,
@@ -120,12 +121,12 @@ def paired_ratio(rows, columns, params, inputs=()) -> float | None:
 
 
 def paired_ratio_low(rows, columns, params, inputs=()) -> float | None:
-    interval = paired_ratio_interval(*paired_values(rows, columns[0]))
+    interval = paired_ratio_interval(*paired_values(rows, columns[0]), params.get("level", LEVEL))
     return None if interval is None else _as_asked(interval.low, params)
 
 
 def paired_ratio_high(rows, columns, params, inputs=()) -> float | None:
-    interval = paired_ratio_interval(*paired_values(rows, columns[0]))
+    interval = paired_ratio_interval(*paired_values(rows, columns[0]), params.get("level", LEVEL))
     return None if interval is None else _as_asked(interval.high, params)
 
 

@@ -136,7 +136,8 @@ def _first_vs_warm(
         paired = bool(set(firsts.rows["process_id"]) & set(warm_kept.rows["process_id"]))
     if paired:
         words = f"shot 1 {phase} / warm {phase} of the same process"
-        pair = Pair(cold_vs_warm(phase), phase, warm, warm, "protocol", True, warm, None, words, paired=True)
+        pair = Pair(cold_vs_warm(phase), phase, warm, warm, "protocol", True, warm, None, words, paired=True,
+                    level=catalog.verdict_level)  # fmt: skip
         selections: tuple[Selection, Selection] = (firsts, warm_kept)
     elif cold is not None:
         cold_cell, cold_rows = cold

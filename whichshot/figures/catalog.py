@@ -9,6 +9,7 @@ import pandas as pd
 from whichshot.figures.cells import Cell, cell_id
 from whichshot.figures.figure import Figure
 from whichshot.figures.statistic import ColdRule, WarmRule, protocol_rule
+from whichshot.figures.verdict import LEVEL
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Catalog:
     probes: list[dict[str, Any]] = field(default_factory=list)  # results/hardware/probe*.json: peaks
     traffic: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> its per-token costs
     figures: list[Figure] = field(default_factory=list)
+    verdict_level: float = LEVEL  # the grid's paired intervals' level (lower per look: run until decided)
     _by_key: dict[tuple, Figure] = field(default_factory=dict)
 
     def add(self, figures: list[Figure]) -> None:

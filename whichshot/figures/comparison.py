@@ -13,7 +13,7 @@ import pandas as pd
 from whichshot.figures import figure
 from whichshot.figures.cells import Cell
 from whichshot.figures.statistic import Selection, joined
-from whichshot.figures.verdict import METHOD, PAIRED_METHOD, margin_words, verdict_words
+from whichshot.figures.verdict import LEVEL, METHOD, PAIRED_METHOD, level_words, margin_words, verdict_words
 
 VERDICT_UNIT = "verdict"  # 1 = differs, 0 = same within the margin, 0.5 = undecided, no value = too few
 
@@ -49,6 +49,7 @@ class Pair:
     baseline: Cell | None  # None: paired inside the cell's own processes
     words: str  # the ratio in words, for the formulas
     paired: bool = False
+    level: float = LEVEL  # the interval's level (a lower alpha per look where the grid runs until decided)
 
     @property
     def aggregation(self) -> str:
@@ -57,7 +58,7 @@ class Pair:
 
     @property
     def method(self) -> str:
-        return PAIRED_METHOD if self.paired else METHOD
+        return (PAIRED_METHOD if self.paired else METHOD) + level_words(self.level)
 
     @property
     def values_words(self) -> str:
@@ -72,6 +73,7 @@ def _maker(pair: Pair, selections: tuple[Selection, Selection], computed_by: Cal
     parameters = {"side_axis": pair.side_axis, "side": pair.side[pair.side_axis],
                   "reference": pair.reference[pair.side_axis], "less_one": pair.less_one}  # fmt: skip
     parameters |= {"paired": True} if pair.paired else {}
+    parameters |= {"level": pair.level} if pair.level != LEVEL else {}
     unit = "fraction" if pair.less_one else "ratio"
 
     def from_both(metric: str, aggregation: str, formula: str) -> figure.Figure:

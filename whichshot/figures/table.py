@@ -27,6 +27,7 @@ from whichshot.figures.outlier_figures import outlier_figures
 from whichshot.figures.peer_figures import peer_figures
 from whichshot.figures.speedup_model_figures import speedup_model_figures
 from whichshot.figures.trace_figures import trace_figures
+from whichshot.figures.verdict import LEVEL
 from whichshot.figures.workload_figures import workload_figures
 from whichshot.measure.kernel_probe import merge_after
 from whichshot.shots.axes import AXES
@@ -61,13 +62,15 @@ def compute_figures(
     probes: list[dict[str, Any]] = (),
     traffic: dict[str, dict[str, Any]] | None = None,
     verdict_margin: float = VERDICT_MARGIN,
+    verdict_level: float = LEVEL,
 ) -> tuple[list[Figure], list[dict[str, Any]]]:
     """Every figure of the report, and the caveat rows (each with the figures it touches). Without
     a hardware probe (an older run) there are no ceilings; with one per node, each node's cells run
     against their node's."""
     # The output itself is not a figure's input (its sha256 and checks are): leave the heavy columns out.
     light = _plain_strings(upgrade_shots(shots).drop(columns=["output_token_ids", "output_text"]))
-    catalog = Catalog(light, warm_fraction, verdict_margin, bench_runs, list(probes), traffic or {})
+    catalog = Catalog(light, warm_fraction, verdict_margin, bench_runs, list(probes), traffic or {},
+                      verdict_level=verdict_level)  # fmt: skip
     catalog.add(constant_figures(warm_fraction, verdict_margin))
     for family in FAMILIES:
         catalog.add(family(catalog))
@@ -131,6 +134,7 @@ def write_figures_from_files(
     traffic_paths: list[Path] = (),
     after_paths: list[Path] = (),
     verdict_margin: float = VERDICT_MARGIN,
+    verdict_level: float = LEVEL,
 ) -> None:
     """The compute_figures step, from the files the pipeline writes; `after_paths` are the engine
     kernels' second pass, each named as the probe of its machine."""
@@ -140,6 +144,6 @@ def write_figures_from_files(
     read = [json.loads(Path(p).read_text()) for p in traffic_paths]
     traffic = {t["model"]: t for t in read if "not_derivable" not in t}  # no ceiling for the rest
     figures, caveats = compute_figures(
-        read_shots(shots_path), bench_runs, warm_fraction, probes, traffic, verdict_margin
+        read_shots(shots_path), bench_runs, warm_fraction, probes, traffic, verdict_margin, verdict_level
     )
     write_figure_tables(figures, caveats, figures_path, caveats_path)

@@ -126,11 +126,14 @@ def ratio_interval(side: Sequence[float], reference: Sequence[float]) -> Interva
     return Interval(float(np.exp(point)), float(np.exp(low)), float(np.exp(high)))
 
 
-def paired_ratio_interval(firsts: Sequence[float], warms: Sequence[float]) -> Interval | None:
-    """First shot / warm value paired per process, with its interval; None below MIN_PROCESSES pairs."""
+def paired_ratio_interval(
+    firsts: Sequence[float], warms: Sequence[float], level: float = LEVEL
+) -> Interval | None:
+    """First shot / warm value paired per process, with its interval at `level`; None below
+    MIN_PROCESSES pairs."""
     if len(firsts) < MIN_PROCESSES or min(*firsts, *warms) <= 0:
         return None
-    point, low, high = paired_log_interval(np.log(firsts) - np.log(warms))
+    point, low, high = paired_log_interval(np.log(firsts) - np.log(warms), level)
     return Interval(float(np.exp(point)), float(np.exp(low)), float(np.exp(high)))
 
 
@@ -140,6 +143,15 @@ def paired_ratio_range(firsts: Sequence[float], warms: Sequence[float]) -> tuple
         return None
     ratios = [f / w for f, w in zip(firsts, warms, strict=True)]
     return min(ratios), max(ratios)
+
+
+def level_words(level: float) -> str:
+    """Where an interval's level is not LEVEL: what it is and why (run until decided)."""
+    if level == LEVEL:
+        return ""
+    looks = round((1 - LEVEL) / (1 - level))
+    return (f"; each interval at level {level:.2%} (Bonferroni over the {looks} planned looks of run until "
+            "decided, protocol.until_decided)")  # fmt: skip
 
 
 def resolution(low_delta: float, high_delta: float) -> float:

@@ -9,8 +9,10 @@ verdict.process_values takes it. Paired (cold against warm inside each process):
 is its level + the effect + shot 1's own noise, its warm shots its level + their noise; the level
 cancels in d = shot 1 - median of the kept warm shots, as verdict.paired_values takes them. The
 draws run the production functions (log_mean_interval, paired_log_interval, verdict_codes) on whole
-arrays at once. NOISE_FIXTURE holds the spreads measured on the project's 2-core VM
-(tools/noise_fixture.py); fixture_spreads turns them into the spreads drawn here.
+arrays at once. Run until decided (measure.looks) is drawn whole by sequential_rates: the looks'
+Bonferroni level, a cell's stop at the first look where every phase decides. NOISE_FIXTURE holds
+the spreads measured on the project's 2-core VM (tools/noise_fixture.py); fixture_spreads turns them
+into the spreads drawn here.
 """
 
 import json
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from whichshot.figures.look_decision import look_level
 from whichshot.figures.statistic import WarmRule
 from whichshot.figures.verdict import (
     DIFFERS_CODE,
@@ -224,3 +227,51 @@ def repeat_coverage(shape: Shape, spread: Spread, sims: int = 4000, seed: int = 
     _first_point, low, high = _intervals(rng, shape, spread, 0.0, sims)
     repeat_point, _low, _high = _intervals(rng, shape, spread, 0.0, sims)
     return float(np.mean((low <= repeat_point) & (repeat_point <= high)))
+
+
+@dataclass(frozen=True)
+class SequentialRates:
+    """A sequential cell's outcome shares (its verdict at the look it stopped at) and series used."""
+
+    differs: float
+    same: float
+    undecided: float
+    mean_series: float
+
+
+def sequential_rates(
+    looks: tuple[int, ...],
+    warm_shots: int,
+    spreads: dict[str, PairedSpread],
+    effects: dict[str, float],
+    margin: float,
+    sims: int = 4000,
+    seed: int = 0,
+) -> dict[str, SequentialRates]:
+    """Run until decided (measure.looks) drawn sims times: a cell's processes give one paired difference
+    per phase (`spreads`, true shot 1 / warm of 1 + `effects[phase]`); after each look every phase's
+    interval at the looks' Bonferroni level; the cell stops at the first look where every phase decides,
+    else at the last. Per phase: the shares of its verdicts at the stopping look, and the cell's mean
+    series used (the same for every phase)."""
+    rng = np.random.default_rng(seed)
+    level = look_level(len(looks))
+    shape = PairedShape(looks[-1], warm_shots)
+    d = {
+        phase: paired_differences(rng, sims, shape, spread, effects[phase])
+        for phase, spread in spreads.items()
+    }
+    codes = {phase: np.full(sims, UNDECIDED_CODE) for phase in spreads}
+    stopped, used = np.zeros(sims, dtype=bool), np.full(sims, looks[-1])
+    for n in looks:
+        at_look = {}
+        for phase, differences in d.items():
+            _point, low, high = paired_log_interval(differences[:, :n], level)
+            at_look[phase] = verdict_codes(np.expm1(low), np.expm1(high), margin)
+        now = ~stopped
+        for phase in d:
+            codes[phase] = np.where(now, at_look[phase], codes[phase])
+        decided = np.all([np.isin(c, (DIFFERS_CODE, SAME_CODE)) for c in at_look.values()], axis=0)
+        used = np.where(now & decided, n, used)
+        stopped |= decided
+    mean_series = float(used.mean())
+    return {phase: SequentialRates(**_shares(c), mean_series=mean_series) for phase, c in codes.items()}

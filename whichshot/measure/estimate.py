@@ -19,6 +19,7 @@ import pandas as pd
 
 from whichshot.engine import load_engine
 from whichshot.measure.grid import Job, all_jobs
+from whichshot.measure.looks import in_looks, looks_of
 from whichshot.shots.axes import BASE_WORKLOAD, TRACE_WORKLOAD
 from whichshot.snakemake_record import METADATA, params_as_recorded, record_of, recorded_params
 
@@ -172,6 +173,7 @@ def summary_lines(config: dict[str, Any], estimates: list[SeriesEstimate], finis
             f"{speeds.startup_s:.1f} s to ready: {speeds.source})"
         )
     lines.append(_replace_words(config, estimates))
+    lines += _looks_words(config, estimates)
     lines.append(
         "  not counted: "
         + (f"{on_disk}, " if finished else "")
@@ -191,6 +193,23 @@ def _replace_words(config: dict[str, Any], estimates: list[SeriesEstimate]) -> s
         f"more if other work runs beside every process (protocol.replace_busy: {limit} per series); "
         "none on a quiet machine"
     )
+
+
+def _looks_words(config: dict[str, Any], estimates: list[SeriesEstimate]) -> list[str]:
+    """Where the grid runs until decided: the estimate counts every look (the most the run can take),
+    and what the first look alone takes."""
+    looks = looks_of(config["protocol"])
+    if looks is None:
+        return []
+    looked = [e for e in estimates if in_looks(e.job, config["protocol"])]
+    first = [e for e in looked if e.job.repeat <= looks.counts[0]]
+    cap = f", or a cell's {looks.max_seconds:g} s" if looks.max_seconds is not None else ""
+    return [
+        f"  run until decided (protocol.until_decided, looks {list(looks.counts)}{cap}): the most, every "
+        f"look: {len(looked)} grid series, {duration_words(sum(e.total_s for e in looked))}; the first look "
+        f"alone: {len(first)} series, {duration_words(sum(e.total_s for e in first))}; a cell stops earlier "
+        "once its verdicts decide"
+    ]
 
 
 def estimate_words(

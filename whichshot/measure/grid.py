@@ -14,6 +14,7 @@ from typing import Any
 
 from whichshot.engine import load_engine
 from whichshot.engine.base import compile_caches
+from whichshot.measure.looks import grid_repeats
 from whichshot.prepare.traces import load_traces
 from whichshot.prepare.workload_prompts import workload_keys
 from whichshot.prepare.workloads import DOCUMENT_WORKLOADS
@@ -149,7 +150,7 @@ def expand_jobs(config: dict[str, Any]) -> list[Job]:
         protocol["prefill_chunk_tokens"],
         protocol["parallel_streams"],
         dict.fromkeys([*protocol["compile_caches"], DEFAULT_COMPILE_CACHE]),
-        range(1, protocol["repeats"] + 1),
+        range(1, grid_repeats(protocol) + 1),  # every look's series where the grid runs in looks
     )
     runs = _runnable(config)
     return [

@@ -15,8 +15,9 @@ rule archive_run:
             model=measured_models(config),
         ),
         trace_prompt_files(),
-        bench_outputs(),
+        bench_outputs,
         divergence_probes(),
+        look_decisions,  # run until decided: each cell's decision after each look it ran
     output:
         archive=f"results/archive/{config['run_id']}.tar.gz",
     log:

@@ -1,7 +1,8 @@
+import json
 import sys
 from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
+from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
 from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)
@@ -11,6 +12,7 @@ from whichshot.errors import WhichshotError
 from whichshot.hashing import package_code_id
 from whichshot.keyed import keyed_engine
 from whichshot.snakemake_record import METADATA
+from whichshot.figures.look_decision import verdict_level
 from whichshot.measure.divergence_probe import probed_pairs
 from whichshot.measure.estimate import estimate_words, still_finished
 from whichshot.measure.kernel_probe import AFTER as KERNELS_AFTER
@@ -22,6 +24,7 @@ from whichshot.measure.grid import (
     workload_models,
 )
 from whichshot.measure.placement import nodes_of, probe_names, probe_node, slurm_extra
+from whichshot.measure.looks import cells_in_looks, looks_of, looks_run, series_through
 from whichshot.measure.order import prepare_priority, priority, run_order
 from whichshot.measure.plan import prompt_entries, prompts_needed, series_plan
 from whichshot.prepare.series_prompts import (
@@ -60,6 +63,17 @@ CELL_DRAFTS = {}
 for _job_id, _place in ORDER.items():
     _draft = PLANS[_job_id]["spec_mode"]["draft_model"]
     CELL_DRAFTS.setdefault(_place.cell, set()).update([_draft] if _draft else [])
+# Run until decided (measure.looks): the planned looks (None: off) and each cell's series that run in
+# them; a cell's later looks are asked for only once its previous look's decision says "continue".
+LOOKS = looks_of(config["protocol"])
+LOOKED_CELLS = cells_in_looks(
+    list(JOBS.values()),
+    {job_id: place.cell for job_id, place in ORDER.items()},
+    config["protocol"],
+)
+LOOKED_JOBS = {job.job_id for jobs in LOOKED_CELLS.values() for job in jobs}
+CELL_PATTERN = "|".join(LOOKED_CELLS).replace(".", r"\.") or "no-cell"
+LOOK_FILE = "results/looks/{cell}/look{look}.json"
 # Drafted series whose divergences are probed -> their undrafted counterparts (measure.divergence_probe).
 DIVERGENCE_PAIRS = probed_pairs(JOBS)
 # Engine -> the models its series run (the kernel probe times their weight types).
@@ -114,8 +128,43 @@ def all_outputs():
     ]
 
 
-def shots_of_all_jobs():
-    return [SHOTS_FILE.format(job=job_id) for job_id in JOBS]
+def measured_jobs():
+    """Every series the run measures as far as known: all but the looks not (yet) asked for."""
+    return [job_id for job_id in JOBS if job_id not in LOOKED_JOBS] + sorted(
+        job_id for cell in LOOKED_CELLS for job_id in cell_series(cell)[0]
+    )
+
+
+def cell_series(cell):
+    """A cell's series through the looks its decisions ask for, and those looks' decision files (the
+    last one's checkpoint is pending until its series are done)."""
+    decisions = []
+
+    def decision_of(look):
+        try:
+            done = checkpoints.decide_look.get(cell=cell, look=look).output[0]
+        except IncompleteCheckpointException:
+            return None
+        return json.loads(Path(done).read_text())["decision"]
+
+    run = looks_run(LOOKS, decision_of)
+    files = [LOOK_FILE.format(cell=cell, look=look) for look in range(1, run + 1)]
+    return series_through(LOOKED_CELLS[cell], LOOKS, run), files
+
+
+def look_decisions(wildcards):
+    """Every looked cell's decision files (the last pending until its look's series ran)."""
+    return [path for cell in LOOKED_CELLS for path in cell_series(cell)[1]]
+
+
+def look_inputs(wildcards):
+    """A look's checkpoint reads the cell's series of every look so far."""
+    jobs = series_through(LOOKED_CELLS[wildcards.cell], LOOKS, int(wildcards.look))
+    return [SHOTS_FILE.format(job=job_id) for job_id in jobs]
+
+
+def shots_of_all_jobs(wildcards=None):
+    return [SHOTS_FILE.format(job=job_id) for job_id in measured_jobs()]
 
 
 def divergence_probes():
@@ -143,8 +192,8 @@ def divergence_plan(wildcards):
     return PLANS[DIVERGENCE_PAIRS[wildcards.job]]
 
 
-def telemetry_of_all_jobs():
-    return [f"results/telemetry/{job_id}.jsonl" for job_id in JOBS]
+def telemetry_of_all_jobs(wildcards=None):
+    return [f"results/telemetry/{job_id}.jsonl" for job_id in measured_jobs()]
 
 
 def workload_settings(wildcards):
@@ -217,9 +266,9 @@ def trace_prompt_files():
     ]
 
 
-def bench_outputs():
+def bench_outputs(wildcards=None):
     """Each series' llama-bench brackets (or why it has none): run_series writes them."""
-    return [f"results/bench/{job}.json" for job in JOBS]
+    return [f"results/bench/{job}.json" for job in measured_jobs()]
 
 
 def engine_spec(wildcards):

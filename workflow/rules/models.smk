@@ -52,7 +52,7 @@ rule probe_kernels_after:
     input:
         unpack(probe_inputs),
         # After every series (their own files: a new run_id re-stamps shots.parquet, not these).
-        shots=shots_of_all_jobs(),
+        shots=shots_of_all_jobs,
     output:
         "results/hardware/after/{probe}.json",
     log:

@@ -13,6 +13,8 @@ rule compute_figures:
     params:
         warm_fraction=config["protocol"]["warm_fraction"],
         verdict_margin=config["protocol"]["verdict_margin"],
+        # Lower per look where the grid runs until decided (figures.look_decision).
+        verdict_level=verdict_level(config["protocol"]),
         # The figures are this package's arithmetic: a change to its code derives them again.
         code=FIGURES_CODE,
     script:

@@ -20,6 +20,7 @@ def main(smk):
         [Path(p) for p in smk.input.traffic],
         [Path(p) for p in smk.input.kernels_after],
         smk.params.verdict_margin,
+        smk.params.verdict_level,
     )
 
 
