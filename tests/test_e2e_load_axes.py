@@ -32,7 +32,9 @@ MODES = {
 @pytest.fixture(scope="module")
 def load_run(tmp_path_factory):
     config = load_config("smoke")
-    config.update(run_id="load-axes", bench={"enabled": False}, spec_modes=MODES)
+    # The kernel probe times the prefill ceiling's peak, which no test here reads.
+    bench = {"enabled": False, "kernel_probe": {"enabled": False}}
+    config.update(run_id="load-axes", bench=bench, spec_modes=MODES)
     config["prompts"] = {"lengths": [200]}
     config["protocol"] |= {"output_tokens": 16, "cold_processes": 0, "warm_shots": 3,
                            "context_tokens": [CONTEXT], "prefill_chunk_tokens": CHUNKS,

@@ -54,6 +54,9 @@ def nodes_config(nodes: list[str]) -> dict:
     config["prompts"]["lengths"] = LENGTHS
     config["placement"] = {"nodes": nodes, "by": ["prompt_tokens_requested"]}
     config["bench"]["enabled"] = False  # llama-bench brackets add minutes and nothing Slurm-specific
+    # The decode ceilings are read (each node's copy bandwidth); the engine-kernel probe would time
+    # only the prefill ceiling's peak, and its pass after the grid is one more Slurm job per node.
+    config["bench"]["kernel_probe"] = {"enabled": False}
     # The fewest shots a cold/warm comparison takes: shorter jobs, fewer of the executor's
     # ever longer status checks (results/reference/slurm_local_nodes ran 2 cold and 3 warm).
     config["protocol"].update(cold_processes=1, warm_shots=2)

@@ -56,7 +56,10 @@ def trace_run(tmp_path_factory):
                   "context_tokens": CONTEXT, "output_length": "natural"},
     }  # fmt: skip
     config = load_config("smoke")
-    config.update(run_id="traces", traces=traces, bench={"enabled": False})
+    # The decode ceilings are read (our copy-bandwidth probe); the engine-kernel probe is off: it times
+    # only the prefill ceiling's peak.
+    bench = {"enabled": False, "kernel_probe": {"enabled": False}}
+    config.update(run_id="traces", traces=traces, bench=bench)
     config["prompts"] = {"lengths": [64]}
     config["protocol"] |= {"output_tokens": 8, "cold_processes": 1, "warm_shots": 0, "context_tokens": [512]}
     config["workloads"] = {"cold_processes": 1, "warm_shots": 2}

@@ -40,7 +40,8 @@ def vllm_run(tmp_path_factory):
 
 def test_every_shot_is_ok_and_no_server_is_left(vllm_run):
     shots = vllm_run["shots"]
-    assert len(shots) == 1 + 2 * 2 and (shots["status"] == "ok").all(), shots["error"].tolist()
+    assert len(shots) == 1 + 2 * 1  # the cold shot, then the edit workload's shot in each mode
+    assert (shots["status"] == "ok").all(), shots["error"].tolist()
     assert vllm_run["leftover"] == []
 
 

@@ -6,6 +6,7 @@ import gguf
 import pytest
 
 from tests.fault_kit import real_engine
+from tests.pipeline import load_config, run_pipeline
 from whichshot.measure.kernel_probe import KERNEL_SHAPE, kernel_model, probe_engine_kernel
 from whichshot.prepare.model_traffic import model_traffic
 
@@ -43,3 +44,13 @@ def test_llama_bench_runs_the_kernel_model_of_the_models_weight_type(tmp_path):
     peak = probe["flops_per_run"] / min(probe["samples_s"])
     assert 1e9 < peak < 1e13  # FLOP/s of two cores' integer kernels: neither nothing nor absurd
     assert traffic["prefill_parameters_per_token"] < traffic["active_parameters_per_token"]
+
+
+def test_with_the_kernel_probe_off_the_hardware_probe_runs_and_the_second_pass_does_not(tmp_path):
+    config = load_config("smoke")
+    config["bench"]["kernel_probe"] = {"enabled": False}
+    dry = run_pipeline(tmp_path, config, "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    planned = {line.split()[1].rstrip(":") for line in dry.stdout.splitlines() if line.startswith("rule ")}
+    assert {"probe_hardware", "run_series", "compute_figures"} <= planned
+    assert "probe_kernels_after" not in planned

@@ -70,6 +70,7 @@ def _set(section: str, key: str, value):
         _set("report", "compare_with", "results/reference/cpu_first_run"),
         _set("archive", "include_inputs", True),
         lambda c: c.update(run_id="another-label"),
+        lambda c: c["bench"]["kernel_probe"].update(enabled=not c["bench"]["kernel_probe"]["enabled"]),
     ],
     ids=[
         "warm_fraction",
@@ -79,6 +80,7 @@ def _set(section: str, key: str, value):
         "report.compare_with",
         "archive",
         "run_id",
+        "bench.kernel_probe",
     ],
 )
 def test_what_only_figures_and_the_report_read_reaches_no_plan(change):

@@ -76,10 +76,13 @@ CELL_PATTERN = "|".join(LOOKED_CELLS).replace(".", r"\.") or "no-cell"
 LOOK_FILE = "results/looks/{cell}/look{look}.json"
 # Drafted series whose divergences are probed -> their undrafted counterparts (measure.divergence_probe).
 DIVERGENCE_PAIRS = probed_pairs(JOBS)
-# Engine -> the models its series run (the kernel probe times their weight types).
+# Engine -> the models its series run (the kernel probe times their weight types); none with the
+# probe off (bench.kernel_probe), and then no second pass after the grid either.
+KERNEL_PROBE = config["bench"]["kernel_probe"]["enabled"]
 KERNEL_PROBE_MODELS = {
     engine: sorted({job.model for job in JOBS.values() if job.engine == engine})
     for engine in sorted({job.engine for job in JOBS.values()})
+    if KERNEL_PROBE
 }
 # A finished series' shots (run_series's output).
 SHOTS_FILE = "results/shots/{job}.jsonl"
@@ -100,7 +103,9 @@ NODES = nodes_of(JOBS.values(), config["placement"])
 # The hardware probes: one per placement node (its ceilings), else one.
 PROBES = [f"results/hardware/{name}.json" for name in probe_names(config["placement"])]
 KERNELS_AFTER_FILES = [
-    f"results/hardware/after/{name}.json" for name in probe_names(config["placement"])
+    f"results/hardware/after/{name}.json"
+    for name in probe_names(config["placement"])
+    if KERNEL_PROBE
 ]
 PROBE_PATTERN = "|".join(probe_names(config["placement"])).replace(".", r"\.")
 ENGINE_PATTERN = "|".join(config["engines"])
