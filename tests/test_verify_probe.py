@@ -24,10 +24,12 @@ from whichshot.figures.speedup_model_figures import (
     KERNEL_SHARE,
     PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
+    PROBE_REPETITIONS,
     PROBE_SPREAD,
 )
-from whichshot.figures.step_probe import point_samples, steady_median_ms, steps_of
+from whichshot.figures.step_probe import point_samples
 from whichshot.figures.table import compute_figures
+from whichshot.measure.probe_steps import steady_median_ms, steps_of
 from whichshot.measure.verify_probe import (
     ACCEPT_ALL,
     ACCEPT_NONE,
@@ -35,11 +37,14 @@ from whichshot.measure.verify_probe import (
     ProbePlan,
     probe_plan,
     probe_prompt,
+    prompt_length,
     time_verify_steps,
 )
 
 REPO = Path(__file__).resolve().parent.parent
-BENCH = {"enabled": True, "verify_probe": {"enabled": True, "widths": [], "repetitions": 2, "steps": 4}}
+PROBE = {"enabled": True, "widths": [], "repetitions": 2, "steps": 4, "max_repetitions": 4, "max_warm_ups": 3,
+         "settle_factor": 1.05}  # fmt: skip
+BENCH = {"enabled": True, "verify_probe": PROBE}
 # A drafted series' ok shots: cap 16, prompts of 300 tokens, outputs of 200 -> depth 400.
 SHOTS = [{"status": "ok", "output_tokens": 200, "prompt_tokens": 300, "spec_draft_cap_tokens": 16}] * 2
 
@@ -100,6 +105,12 @@ def test_a_points_samples_leave_the_warm_up_out_and_name_their_records():
     assert samples.sources == [
         f"llama-server:results/bench/{job}.json#verify_probe.accept_none.w2" for job in ("job-a", "job-b")
     ]
+    # a record with a window (issue 53): its samples are the window's requests, not every timed one
+    windowed = {**point, "requests": [request(99.0, True), request(7.0), request(3.0), request(4.0)],
+                "window": [2, 3]}  # fmt: skip
+    assert point_samples([("job-c", {"points": [windowed]})], ACCEPT_NONE, 2).samples_ms == pytest.approx(
+        [3.0, 4.0]
+    )
 
 
 # -- the cost model ------------------------------------------------------------------------------
@@ -152,11 +163,22 @@ def test_the_plan_times_the_caps_width_and_the_asked_ones_up_to_it(tmp_path):
     ctx = _drafted_ctx(tmp_path)
     plan, reason = probe_plan(ctx, SHOTS, BENCH)
     assert reason is None and plan == ProbePlan(
-        depth_tokens=400, draft_cap=16, widths=(17,), repetitions=2, steps=4
-    )
+        depth_tokens=400, draft_cap=16, widths=(17,), repetitions=2, steps=4, max_repetitions=4,
+        max_warm_ups=3, settle_factor=1.05, context_tokens=2048,
+    )  # fmt: skip
     wider = {**BENCH, "verify_probe": {**BENCH["verify_probe"], "widths": [8, 16, 40]}}
     assert probe_plan(ctx, SHOTS, wider)[0].widths == (8, 16, 17)  # 40 is beyond the cap's 17
     assert plan.points() == [(ACCEPT_NONE, ONE_TOKEN_WIDTH), (ACCEPT_NONE, 17), (ACCEPT_ALL, 17)]
+
+
+def test_a_request_runs_the_steps_asked_or_as_many_as_the_context_holds(tmp_path):
+    """Depth 400, width 17, context 2048: all accepted, a step emits 17 tokens; 93 steps and the
+    budget's margin fill 2033 tokens of the 2048. The one-token and none-accepted points run all 200."""
+    plan, _ = probe_plan(_drafted_ctx(tmp_path), SHOTS, {**BENCH, "verify_probe": {**PROBE, "steps": 200}})
+    assert plan.steps_at(ACCEPT_ALL, 17) == 93 and plan.steps_at(ACCEPT_NONE, 17) == 200
+    for server, width in plan.points():
+        assert prompt_length(400, width) + plan.output_tokens(server, width) <= 2048
+    assert 400 + plan.output_tokens(ACCEPT_ALL, 17, 94) > 2048  # one step more would not fit
 
 
 @pytest.mark.parametrize(
@@ -197,9 +219,11 @@ def test_the_prompt_ends_in_the_repeated_block_at_the_depth():
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
     """The probe against the real llama-server of the smoke config (SmolLM2-135M, one thread): a
-    cap of 8, widths 5 and 9 (8 drafts), two timed requests of four steps after each warm-up."""
+    cap of 8, widths 5 and 9 (8 drafts), requests of eight steps: warmed up until two agree within x1.05
+    (at most 3), timed until the last two agree within x1.25 (at most 4)."""
     ctx = _drafted_ctx(tmp_path_factory.mktemp("probe"), context=1024)
-    plan = ProbePlan(depth_tokens=96, draft_cap=8, widths=(5, 9), repetitions=2, steps=4)
+    plan = ProbePlan(depth_tokens=96, draft_cap=8, widths=(5, 9), repetitions=2, steps=8, max_repetitions=4,
+                     max_warm_ups=3, settle_factor=1.05, context_tokens=1024)  # fmt: skip
     before = {p.pid for p in child_processes()}
     with measurement_lock():
         record = time_verify_steps(ctx, plan)
@@ -211,14 +235,27 @@ def test_the_probe_times_every_point_on_the_real_server(probed):
     assert record["error"] is None and not leftover
     assert [(p["server"], p["width"]) for p in record["points"]] == plan.points()
     for point in record["points"]:
-        warm_up, *timed = point["requests"]
-        assert warm_up["warm_up"] and len(timed) == 2 and not any(r["warm_up"] for r in timed)
+        requests = point["requests"]
+        warm_ups, timed = requests[: point["warm_ups"]], requests[point["warm_ups"] :]
+        assert all(r["warm_up"] for r in warm_ups) and not any(r["warm_up"] for r in timed)
+        assert 2 <= len(warm_ups) <= 3 and 2 <= len(timed) == point["repetitions_run"] <= 4
+        assert point["warm_up_settled"] == (_spread(warm_ups[-2:]) <= 1.05)
+        # the samples are the last two timed requests; their spread is the record's, under the limit
+        # or the cap reached
+        assert point["window"] == [len(requests) - 2, len(requests) - 1]
+        assert point["spread"] == pytest.approx(_spread([requests[i] for i in point["window"]]))
+        assert point["steady"] == (point["spread"] <= 1.25) and (point["steady"] or len(timed) == 4)
         # read until the steps asked (the connection then closed): one reading per step and the first token
-        assert [len(r["readings"]) for r in point["requests"]] == [3, 5, 5]
-        # the prompt's cache kept between requests: the timed ones prefill next to nothing
-        assert all(r["prompt_n"] < point["prompt_tokens"] // 2 for r in timed)
+        assert point["steps"] == 8 and all(len(r["readings"]) == 9 for r in requests)
+        # the prompt's cache kept between requests: the later ones prefill next to nothing
+        assert all(r["prompt_n"] < point["prompt_tokens"] // 2 for r in requests[1:])
         # the host's other work beside each request, as a shot records it
-        assert all(r["host_foreign_cores"] is not None for r in point["requests"])
+        assert all(r["host_foreign_cores"] is not None for r in requests)
+
+
+def _spread(requests: list[dict]) -> float:
+    medians = [r["steady_median_ms"] for r in requests]
+    return max(medians) / min(medians)
 
 
 def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
@@ -234,7 +271,7 @@ def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
         accepted = drafted if server == ACCEPT_ALL else 0
         assert (accepted + 1, drafted, accepted) in shapes
         samples = point_samples(probes, server, width).samples_ms
-        assert len(samples) == 2 and all(ms > 0 for ms in samples)
+        assert len(samples) == 2 and all(ms > 0 for ms in samples)  # the window's two
 
 
 # -- the figures ---------------------------------------------------------------------------------
@@ -261,6 +298,7 @@ def test_a_drafted_cell_with_its_probe_gets_the_step_costs_and_the_model():
     assert found["verify_step_ratio_none_accepted_w17"].value == pytest.approx(2.0)
     assert found["verify_step_ratio_all_accepted_w17"].value == pytest.approx(6.0)
     assert found[PROBE_SPREAD].value == pytest.approx(1.0)
+    assert found[PROBE_REPETITIONS].value == 1  # one timed request a point
     assert found[PREDICTED_SPEEDUP].value == pytest.approx(_model("speedup", [17], [2.0, 6.0]))
     assert found[PREDICTED_SPEEDUP].kind == found[KERNEL_SHARE].kind == "inferred"
     assert found[KERNEL_SHARE].value + found[ACCEPTED_SHARE].value == pytest.approx(1.0)

@@ -20,6 +20,7 @@ from whichshot.figures.speedup_model_figures import (
     PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
     PREDICTION_RESIDUAL,
+    PROBE_REPETITIONS,
     PROBE_SPREAD,
     STEP_RATIO,
     VERIFY_COST,
@@ -179,6 +180,7 @@ METRICS: tuple[Metric, ...] = (
         (KERNEL_SHARE, "kernel share", "of a verify step"),
         (ACCEPTED_SHARE, "per-token share", "of a verify step"),
         (PROBE_SPREAD, "probe spread", "slowest / fastest"),
+        (PROBE_REPETITIONS, "probe requests", "most timed at a point"),
         (VERIFY_COST, "verify cost, kernel only", "t(k+1) / t(1), llama-bench"),
     ),
     # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.

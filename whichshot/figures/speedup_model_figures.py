@@ -16,9 +16,11 @@ none(k) linear between the widths timed (1 at k = 0) and token(k) likewise. The 
 is none(k) over its cost, its per-token share a x token(k) over it: where a forward pass over many
 positions costs little more than one (a GPU, a small model), the per-token share sets the speed-up.
 llama-bench's batch ratio t(k+1)/t(1) (measure/verify_cost.py) stays beside it: the kernel alone,
-without sampling. A probe whose repetitions spread more than VERIFY_PROBE_SPREAD_LIMIT (slowest over
-fastest) feeds no prediction (caveat verify_probe_unsteady). The drafter's own cost is left out:
-an n-gram lookup is microseconds, a draft model is not (its residual says so).
+without sampling. The probe repeats each point until its last requests spread at most
+VERIFY_PROBE_SPREAD_LIMIT (slowest over fastest) or its cap is reached (measure/settle.py); a probe
+whose kept requests still spread more feeds no prediction (caveat verify_probe_unsteady), and
+verify_probe_repetitions says how many timed requests its busiest point took. The drafter's own
+cost is left out: an n-gram lookup is microseconds, a draft model is not (its residual says so).
 Residual = measured / predicted - 1.
 """
 
@@ -30,15 +32,22 @@ from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
 from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
-from whichshot.figures.step_probe import PointSamples, one_token, point_samples, probed_widths
+from whichshot.figures.step_probe import (
+    PointSamples,
+    one_token,
+    point_samples,
+    probed_widths,
+    timed_requests,
+)
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
+from whichshot.measure.probe_steps import ACCEPT_ALL, ACCEPT_NONE
 from whichshot.measure.verify_cost import ONE_TOKEN
-from whichshot.measure.verify_probe import ACCEPT_ALL, ACCEPT_NONE
 
 VERIFY_COST = "verify_cost_ratio"
 VERIFY_COST_SPREAD = "verify_cost_spread"
 PLAIN_STEP_MS = "one_token_step_ms"
 PROBE_SPREAD = "verify_probe_spread"
+PROBE_REPETITIONS = "verify_probe_repetitions"
 # verify_step_ratio_{none,all}_accepted_w{width}: one per width the probe timed (section verify_width)
 STEP_RATIO = "verify_step_ratio_"
 PREDICTED_SPEEDUP = "predicted_speedup_vs_none"
@@ -166,9 +175,11 @@ def _server_model(
     spread, ratios = probe_figures[-1], probe_figures[1:-1]
     selection = catalog.rule(cell["protocol"]).select(rows, "decode_tok_s")
     inputs = [spread, *ratios]
-    return probe_figures + [
-        _model_figure(output, cell, selection, inputs, widths) for output in MODEL_OUTPUTS
-    ]
+    return (
+        probe_figures
+        + [_probe_repetitions(cell, probes, spread.source_ids)]
+        + [_model_figure(output, cell, selection, inputs, widths) for output in MODEL_OUTPUTS]
+    )
 
 
 def _one_token_step(cell: Cell, one: PointSamples) -> figure.Figure:
@@ -216,6 +227,24 @@ def _probe_spread(cell: Cell, points: list[PointSamples]) -> figure.Figure:
         formula="slowest / fastest timed request of each point the probe timed (one-token step, each width "
         f"with no draft or every draft accepted), the largest; above {VERIFY_PROBE_SPREAD_LIMIT} "
         "(verify_probe_spread_limit) the probe feeds no prediction",
+        computed_by=speedup_model_figures,
+        timed_by=PROBE_TIMED_BY,
+        which_shot=PROBE_WHICH_SHOT,
+    )
+
+
+def _probe_repetitions(
+    cell: Cell, probes: list[tuple[str, dict[str, Any]]], sources: list[str]
+) -> figure.Figure:
+    return figure.from_source(
+        PROBE_REPETITIONS,
+        "tool_samples_highest",
+        {"samples": timed_requests(probes)},
+        sources,
+        "requests",
+        cell=cell,
+        formula="the most timed requests (warm-ups aside) any point of the cell's probes ran: each point is "
+        "timed until its last `repetitions` requests spread at most the limit or `max_repetitions` ran",
         computed_by=speedup_model_figures,
         timed_by=PROBE_TIMED_BY,
         which_shot=PROBE_WHICH_SHOT,
