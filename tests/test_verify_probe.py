@@ -34,7 +34,9 @@ from whichshot.measure.verify_probe import (
     ACCEPT_ALL,
     ACCEPT_NONE,
     ONE_TOKEN_WIDTH,
+    SERIES_DRAFTER,
     ProbePlan,
+    drafter_prompt,
     probe_plan,
     probe_prompt,
     prompt_length,
@@ -152,6 +154,31 @@ def test_a_probe_that_spread_too_far_or_did_not_time_a_point_predicts_nothing():
     assert _model("speedup", [17], [2.0, 6.0], rows=[unknown_steps]) is None
 
 
+def test_the_series_drafters_lookup_costs_every_step():
+    """d = 1.2: the drafter's lookup costs 0.2 one-token steps on each of the 6 plain and 16
+    verification steps; without it (an older record) the model is as above."""
+    step = 2.0 + 12.125 * 0.25 + 0.2
+    params = {"widths": [17], "spread_limit": 1.25, "drafter": True}
+
+    def with_drafter(output: str) -> float:
+        return compute("server_step_model", pd.DataFrame([EDIT]), list(EDIT), {**params, "output": output},
+                       [1.1, 2.0, 6.0, 1.2])  # fmt: skip
+
+    assert with_drafter("speedup") == pytest.approx(216 / (6 * 1.2 + 16 * step))
+    assert with_drafter("drafter_share") == pytest.approx(0.2 / step)
+    assert with_drafter("kernel_share") + with_drafter("token_share") + with_drafter("drafter_share") == (
+        pytest.approx(1.0)
+    )
+    assert with_drafter("speedup") < _model("speedup", [17], [2.0, 6.0])
+
+
+def test_each_request_of_the_series_drafter_has_a_stretch_of_text_of_its_own():
+    text = list(range(1000))
+    prompts = [drafter_prompt(text, i, 96) for i in range(8)]
+    assert all(len(p) == 96 for p in prompts) and len({p[0] for p in prompts}) == 8
+    assert drafter_prompt(text, 0, 96) == text[:96]
+
+
 def test_a_cell_that_drafted_nothing_runs_at_the_undrafted_speed():
     nothing = {**EDIT, "engine_draft_tokens": 0, "engine_draft_accepted": 0, "engine_draft_mean_len": None}
     assert _model("speedup", [17], [2.0, 6.0], rows=[nothing]) == 1.0
@@ -168,7 +195,8 @@ def test_the_plan_times_the_caps_width_and_the_asked_ones_up_to_it(tmp_path):
     )  # fmt: skip
     wider = {**BENCH, "verify_probe": {**BENCH["verify_probe"], "widths": [8, 16, 40]}}
     assert probe_plan(ctx, SHOTS, wider)[0].widths == (8, 16, 17)  # 40 is beyond the cap's 17
-    assert plan.points() == [(ACCEPT_NONE, ONE_TOKEN_WIDTH), (ACCEPT_NONE, 17), (ACCEPT_ALL, 17)]
+    assert plan.points() == [(ACCEPT_NONE, ONE_TOKEN_WIDTH), (ACCEPT_NONE, 17), (ACCEPT_ALL, 17),
+                             (SERIES_DRAFTER, ONE_TOKEN_WIDTH)]  # fmt: skip
 
 
 def test_a_request_runs_the_steps_asked_or_as_many_as_the_context_holds(tmp_path):
@@ -216,12 +244,16 @@ def test_the_prompt_ends_in_the_repeated_block_at_the_depth():
 
 
 # -- the real server -----------------------------------------------------------------------------
+SERIES_ARGS = ("--spec-type", "ngram-mod")  # the series' own drafting, as config/gpu-speedup-model.yaml's
+
+
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
     """The probe against the real llama-server of the smoke config (SmolLM2-135M, one thread): a
     cap of 8, widths 5 and 9 (8 drafts), requests of eight steps: warmed up until two agree within x1.05
     (at most 3), timed until the last two agree within x1.25 (at most 4)."""
     ctx = _drafted_ctx(tmp_path_factory.mktemp("probe"), context=1024)
+    ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, extra_args=SERIES_ARGS))
     plan = ProbePlan(depth_tokens=96, draft_cap=8, widths=(5, 9), repetitions=2, steps=8, max_repetitions=4,
                      max_warm_ups=3, settle_factor=1.05, context_tokens=1024)  # fmt: skip
     before = {p.pid for p in child_processes()}
@@ -245,6 +277,8 @@ def test_the_probe_times_every_point_on_the_real_server(probed):
         assert point["window"] == [len(requests) - 2, len(requests) - 1]
         assert point["spread"] == pytest.approx(_spread([requests[i] for i in point["window"]]))
         assert point["steady"] == (point["spread"] <= 1.25) and (point["steady"] or len(timed) == 4)
+        if point["server"] == SERIES_DRAFTER:
+            continue  # its drafts may end a request early; its prompts differ (below)
         # read until the steps asked (the connection then closed): one reading per step and the first token
         assert point["steps"] == 8 and all(len(r["readings"]) == 9 for r in requests)
         # the prompt's cache kept between requests: the later ones prefill next to nothing
@@ -263,7 +297,7 @@ def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
     steady sample per timed request."""
     record, plan, _ = probed
     probes = [("series", record)]
-    for server, width in plan.points():
+    for server, width in plan.points()[:-1]:
         shapes = {(s.emitted, s.drafted, s.accepted) for p in record["points"]
                   if (p["server"], p["width"]) == (server, width)
                   for r in p["requests"] for s in steps_of(r["readings"])}  # fmt: skip
@@ -272,6 +306,17 @@ def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
         assert (accepted + 1, drafted, accepted) in shapes
         samples = point_samples(probes, server, width).samples_ms
         assert len(samples) == 2 and all(ms > 0 for ms in samples)  # the window's two
+
+
+def test_the_series_drafter_runs_the_series_own_drafting_on_text_of_its_own(probed):
+    """Its server has the series' flags; each request prefills a new stretch of text; the steps that
+    drafted nothing give its samples (ngram-mod on 96 tokens of documentation drafts little)."""
+    record, plan, _ = probed
+    assert record["servers"][SERIES_DRAFTER]["args"] == list(SERIES_ARGS)
+    (point,) = [p for p in record["points"] if p["server"] == SERIES_DRAFTER]
+    assert all(r["prompt_n"] > 48 for r in point["requests"])  # no cache: a prompt it had not seen
+    samples = point_samples([("series", record)], SERIES_DRAFTER, ONE_TOKEN_WIDTH).samples_ms
+    assert len(samples) == 2 and all(ms > 0 for ms in samples)
 
 
 # -- the figures ---------------------------------------------------------------------------------

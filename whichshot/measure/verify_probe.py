@@ -21,8 +21,10 @@ milliseconds and one request's host jitter moves a step of its own by a tenth, t
 Each prompt is warmed up until its step time settles and then timed until its last `repetitions`
 requests spread at most the limit, each up to a cap (measure/settle.py); the record keeps every
 reading, the spread and the counts, so figures/speedup_model_figures.py derives the steps and the
-cost model from the files. A failure is recorded, never raised: the series' shots are the job's
-product."""
+cost model from the files. A third server runs the series' own drafting (SERIES_DRAFTER) on real
+text, a stretch of its own per request: its steps that drafted nothing are the plain step with the
+drafter's lookup in it, the host-side cost of drafting that a step pays whether or not it drafts.
+A failure is recorded, never raised: the series' shots are the job's product."""
 
 import dataclasses
 import os
@@ -49,6 +51,9 @@ MIN_WIDTH = 4  # the forced acceptance drafts P - 1 tokens for P of 4 and more (
 # The block repeats this often at the prompt's end: a small model continues a repeat it has seen
 # four times, so the drafts go on (a step that drafted otherwise is not counted).
 TAIL_BLOCKS = 4
+# The series' own drafting on real text: its steps that drafted nothing (after a step of one token)
+# are plain steps with the drafter's lookup in them, as the series pays them.
+SERIES_DRAFTER = "series_drafter"
 # A request's steps where the context is short: the first step of a point that accepts drafts
 # follows the first token (one token) and is not steady.
 MIN_POINT_STEPS = MIN_STEADY_STEPS + 1
@@ -74,10 +79,14 @@ class ProbePlan:
     def rule(self) -> RepeatRule:
         return RepeatRule(self.repetitions, self.max_repetitions, self.max_warm_ups, self.settle_factor)
 
+    def most_requests(self) -> int:
+        return self.max_warm_ups + max(self.repetitions, self.max_repetitions)
+
     def points(self) -> list[tuple[str, int]]:
-        """(server, width) of every prompt, in the order they run: the one-token step first."""
+        """(server, width) of every prompt, in the order they run: the one-token step first, the
+        series' own drafter's plain step last."""
         return [(ACCEPT_NONE, ONE_TOKEN_WIDTH), *((ACCEPT_NONE, w) for w in self.widths),
-                *((ACCEPT_ALL, w) for w in self.widths)]  # fmt: skip
+                *((ACCEPT_ALL, w) for w in self.widths), (SERIES_DRAFTER, ONE_TOKEN_WIDTH)]  # fmt: skip
 
     def steps_at(self, server: str, width: int) -> int:
         """A request's steps at the point: `steps`, or as many as the context holds."""
@@ -144,6 +153,13 @@ def verify_probe_step(
     return {"not_run": reason} if plan is None else time_verify_steps(ctx, plan)
 
 
+def _server_args(ctx: JobContext, plan: ProbePlan, server_name: str) -> list[str]:
+    """A probe server's extra flags: the engine's forced acceptance, or the series' own drafting."""
+    if server_name == SERIES_DRAFTER:
+        return list(ctx.settings.extra_args)
+    return ctx.engine.forced_acceptance_args(plan.draft_cap, server_name == ACCEPT_ALL) or []
+
+
 def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
     """The probe's plan and every request's readings; an error ends it where it happened (the
     readings so far are kept)."""
@@ -152,14 +168,14 @@ def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
                               "t_start_mono_s": time.monotonic()}  # fmt: skip
     text_ids: list[int] = []
     try:
-        for server_name, accept_all in ((ACCEPT_NONE, False), (ACCEPT_ALL, True)):
-            args = ctx.engine.forced_acceptance_args(plan.draft_cap, accept_all)
+        for server_name in (ACCEPT_NONE, ACCEPT_ALL, SERIES_DRAFTER):
+            args = _server_args(ctx, plan, server_name)
             record["servers"][server_name] = {"args": args}
             settings = dataclasses.replace(ctx.settings, extra_args=tuple(args))
             log_path = ctx.log_dir / f"verify_probe_{server_name}.log"
             server = ctx.engine.start(ctx.build, ctx.model_path, settings, log_path)
             try:
-                text_ids = text_ids or _text_ids(server, plan.depth_tokens)
+                text_ids = text_ids or _text_ids(server, plan.depth_tokens * (1 + plan.most_requests()))
                 for name, width in plan.points():
                     if name == server_name:
                         record["points"].append(_time_point(server, plan, name, width, text_ids, ctx))
@@ -171,9 +187,17 @@ def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
     return record
 
 
-def _text_ids(server: Any, depth_tokens: int) -> list[int]:
-    """Token ids of real text, at least as many as the depth (the server's own tokenizer)."""
-    return server.tokenize(pydoc_topics_text()[: TEXT_CHARS_PER_TOKEN * depth_tokens + 4096])
+def _text_ids(server: Any, tokens: int) -> list[int]:
+    """Token ids of real text, at least this many (the server's own tokenizer)."""
+    return server.tokenize(pydoc_topics_text()[: TEXT_CHARS_PER_TOKEN * tokens + 4096])
+
+
+def drafter_prompt(text_ids: list[int], request: int, depth_tokens: int) -> list[int]:
+    """The series' drafter's prompt of a request: a stretch of real text of its own, at the depth.
+    An n-gram drafter keeps what it saw across requests; on a prompt it saw, it would draft the
+    continuation it saw and no step would be a plain one."""
+    start = (request * depth_tokens) % max(1, len(text_ids) - depth_tokens)
+    return text_ids[start : start + depth_tokens]
 
 
 def prompt_length(depth_tokens: int, width: int) -> int:
@@ -200,9 +224,11 @@ def _time_point(
     requests: list[dict[str, Any]] = []
 
     def take(warm_up: bool) -> float | None:
+        own_text = name == SERIES_DRAFTER
+        sent = drafter_prompt(text_ids, len(requests), plan.depth_tokens) if own_text else prompt
         load = HostLoad(server.process.pid if server.process is not None else None)
         load.start()
-        reading = server.step_readings(prompt, budget, steps, ctx.shot_timeout_s, seed=len(requests))
+        reading = server.step_readings(sent, budget, steps, ctx.shot_timeout_s, seed=len(requests))
         median = steady_median_ms(reading["readings"], name, width)
         requests.append({"warm_up": warm_up, **reading, **load.stop(), "steady_median_ms": median})
         return median
