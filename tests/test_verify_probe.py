@@ -21,6 +21,8 @@ from whichshot.engine.sse import MalformedStream
 from whichshot.figures.aggregations import compute
 from whichshot.figures.speedup_model_figures import (
     ACCEPTED_SHARE,
+    DRAFTER_SHARE,
+    DRAFTER_STEP,
     KERNEL_SHARE,
     PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
@@ -349,6 +351,20 @@ def test_a_drafted_cell_with_its_probe_gets_the_step_costs_and_the_model():
     assert found[KERNEL_SHARE].value + found[ACCEPTED_SHARE].value == pytest.approx(1.0)
     assert found[PREDICTED_SPEEDUP].source_ids == found[PROBE_SPREAD].source_ids  # the probe's records
     assert "verify_probe_unsteady" not in caveats
+
+
+def test_the_series_drafters_step_enters_the_model_and_the_spread():
+    """The drafter's plain step 12 ms over the one-token 10: d = 1.2, as in the model test above; a
+    drafter point that moved x1.5 makes the whole probe unsteady."""
+    found, _ = _drafted_run(probe_record(17, [10.0], [20.0], [60.0], drafter_ms=[12.0]))
+    assert found[DRAFTER_STEP].value == pytest.approx(1.2)
+    step = 2.0 + 12.125 * 0.25 + 0.2
+    assert found[PREDICTED_SPEEDUP].value == pytest.approx(216 / (6 * 1.2 + 16 * step))
+    assert found[DRAFTER_SHARE].value == pytest.approx(0.2 / step)
+    assert DRAFTER_STEP not in _drafted_run(probe_record(17, [10.0], [20.0], [60.0]))[0]  # older records
+    moved, caveats = _drafted_run(probe_record(17, [10.0], [20.0], [60.0], drafter_ms=[12.0, 18.0]))
+    assert moved[PROBE_SPREAD].value == pytest.approx(1.5) and moved[PREDICTED_SPEEDUP].value is None
+    assert "verify_probe_unsteady" in caveats
 
 
 def test_a_probe_that_spread_too_far_feeds_no_prediction_and_says_so():
