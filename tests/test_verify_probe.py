@@ -411,4 +411,5 @@ def test_the_gpu_speedup_config_probes_every_drafted_series_of_its_reference():
         assert reason is None, (job_id, reason)
         widths[first["spec_mode"]] = plan.widths
     assert len(drafted["job_id"].unique()) == 18
-    assert widths == {"ngram_simple": (4, 8, 16, 17), "ngram_map_k": (4, 8, 16, 49), "ngram_mod": (4, 8, 16, 65)}
+    assert widths == {mode: (4, 8, 16, cap) for mode, cap in (("ngram_simple", 17), ("ngram_map_k", 49),
+                                                               ("ngram_mod", 65))}  # fmt: skip
