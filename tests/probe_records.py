@@ -3,7 +3,7 @@ measure/verify_probe.py writes them, for tests of what the figures make of them.
 
 from typing import Any
 
-from whichshot.measure.verify_probe import ACCEPT_ALL, ACCEPT_NONE, ONE_TOKEN_WIDTH
+from whichshot.measure.verify_probe import ACCEPT_ALL, ACCEPT_NONE, ONE_TOKEN_WIDTH, SERIES_DRAFTER
 
 
 def readings(steps: list[tuple[float, int, int, int]]) -> list[list[float]]:
@@ -22,10 +22,11 @@ def probe_record(
     all_ms: list[float],
     steps: int = 4,
     foreign_cores: float = 0.0,
+    drafter_ms: list[float] | None = None,
 ) -> dict[str, Any]:
     """A probe at one verify width whose timed requests' steady steps took these ms (one request
     each, after a warm-up request of the first time), on 2 cores with 2 engine threads and this much
-    other work beside each request."""
+    other work beside each request; with drafter_ms, the series' drafter's plain steps too."""
 
     def point(server: str, at: int, times: list[float]) -> dict[str, Any]:
         drafted = 0 if at == ONE_TOKEN_WIDTH else at - 1
@@ -39,4 +40,6 @@ def probe_record(
 
     points = [point(ACCEPT_NONE, ONE_TOKEN_WIDTH, one_ms), point(ACCEPT_NONE, width, none_ms),
               point(ACCEPT_ALL, width, all_ms)]  # fmt: skip
+    if drafter_ms is not None:
+        points.append(point(SERIES_DRAFTER, ONE_TOKEN_WIDTH, drafter_ms))
     return {"not_run": None, "error": None, "widths": [width], "points": points, "threads": 2, "cpu_count": 2}

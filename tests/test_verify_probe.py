@@ -21,25 +21,34 @@ from whichshot.engine.sse import MalformedStream
 from whichshot.figures.aggregations import compute
 from whichshot.figures.speedup_model_figures import (
     ACCEPTED_SHARE,
+    DRAFTER_SHARE,
+    DRAFTER_STEP,
     KERNEL_SHARE,
     PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
+    PROBE_REPETITIONS,
     PROBE_SPREAD,
 )
-from whichshot.figures.step_probe import point_samples, steady_median_ms, steps_of
+from whichshot.figures.step_probe import point_samples
 from whichshot.figures.table import compute_figures
+from whichshot.measure.probe_steps import steady_median_ms, steps_of
 from whichshot.measure.verify_probe import (
     ACCEPT_ALL,
     ACCEPT_NONE,
     ONE_TOKEN_WIDTH,
+    SERIES_DRAFTER,
     ProbePlan,
+    drafter_prompt,
     probe_plan,
     probe_prompt,
+    prompt_length,
     time_verify_steps,
 )
 
 REPO = Path(__file__).resolve().parent.parent
-BENCH = {"enabled": True, "verify_probe": {"enabled": True, "widths": [], "repetitions": 2, "steps": 4}}
+PROBE = {"enabled": True, "widths": [], "repetitions": 2, "steps": 4, "max_repetitions": 4, "max_warm_ups": 3,
+         "settle_factor": 1.05}  # fmt: skip
+BENCH = {"enabled": True, "verify_probe": PROBE}
 # A drafted series' ok shots: cap 16, prompts of 300 tokens, outputs of 200 -> depth 400.
 SHOTS = [{"status": "ok", "output_tokens": 200, "prompt_tokens": 300, "spec_draft_cap_tokens": 16}] * 2
 
@@ -100,6 +109,12 @@ def test_a_points_samples_leave_the_warm_up_out_and_name_their_records():
     assert samples.sources == [
         f"llama-server:results/bench/{job}.json#verify_probe.accept_none.w2" for job in ("job-a", "job-b")
     ]
+    # a record with a window (issue 53): its samples are the window's requests, not every timed one
+    windowed = {**point, "requests": [request(99.0, True), request(7.0), request(3.0), request(4.0)],
+                "window": [2, 3]}  # fmt: skip
+    assert point_samples([("job-c", {"points": [windowed]})], ACCEPT_NONE, 2).samples_ms == pytest.approx(
+        [3.0, 4.0]
+    )
 
 
 # -- the cost model ------------------------------------------------------------------------------
@@ -141,6 +156,31 @@ def test_a_probe_that_spread_too_far_or_did_not_time_a_point_predicts_nothing():
     assert _model("speedup", [17], [2.0, 6.0], rows=[unknown_steps]) is None
 
 
+def test_the_series_drafters_lookup_costs_every_step():
+    """d = 1.2: the drafter's lookup costs 0.2 one-token steps on each of the 6 plain and 16
+    verification steps; without it (an older record) the model is as above."""
+    step = 2.0 + 12.125 * 0.25 + 0.2
+    params = {"widths": [17], "spread_limit": 1.25, "drafter": True}
+
+    def with_drafter(output: str) -> float:
+        return compute("server_step_model", pd.DataFrame([EDIT]), list(EDIT), {**params, "output": output},
+                       [1.1, 2.0, 6.0, 1.2])  # fmt: skip
+
+    assert with_drafter("speedup") == pytest.approx(216 / (6 * 1.2 + 16 * step))
+    assert with_drafter("drafter_share") == pytest.approx(0.2 / step)
+    assert with_drafter("kernel_share") + with_drafter("token_share") + with_drafter("drafter_share") == (
+        pytest.approx(1.0)
+    )
+    assert with_drafter("speedup") < _model("speedup", [17], [2.0, 6.0])
+
+
+def test_each_request_of_the_series_drafter_has_a_stretch_of_text_of_its_own():
+    text = list(range(1000))
+    prompts = [drafter_prompt(text, i, 96) for i in range(8)]
+    assert all(len(p) == 96 for p in prompts) and len({p[0] for p in prompts}) == 8
+    assert drafter_prompt(text, 0, 96) == text[:96]
+
+
 def test_a_cell_that_drafted_nothing_runs_at_the_undrafted_speed():
     nothing = {**EDIT, "engine_draft_tokens": 0, "engine_draft_accepted": 0, "engine_draft_mean_len": None}
     assert _model("speedup", [17], [2.0, 6.0], rows=[nothing]) == 1.0
@@ -152,11 +192,23 @@ def test_the_plan_times_the_caps_width_and_the_asked_ones_up_to_it(tmp_path):
     ctx = _drafted_ctx(tmp_path)
     plan, reason = probe_plan(ctx, SHOTS, BENCH)
     assert reason is None and plan == ProbePlan(
-        depth_tokens=400, draft_cap=16, widths=(17,), repetitions=2, steps=4
-    )
+        depth_tokens=400, draft_cap=16, widths=(17,), repetitions=2, steps=4, max_repetitions=4,
+        max_warm_ups=3, settle_factor=1.05, context_tokens=2048,
+    )  # fmt: skip
     wider = {**BENCH, "verify_probe": {**BENCH["verify_probe"], "widths": [8, 16, 40]}}
     assert probe_plan(ctx, SHOTS, wider)[0].widths == (8, 16, 17)  # 40 is beyond the cap's 17
-    assert plan.points() == [(ACCEPT_NONE, ONE_TOKEN_WIDTH), (ACCEPT_NONE, 17), (ACCEPT_ALL, 17)]
+    assert plan.points() == [(ACCEPT_NONE, ONE_TOKEN_WIDTH), (ACCEPT_NONE, 17), (ACCEPT_ALL, 17),
+                             (SERIES_DRAFTER, ONE_TOKEN_WIDTH)]  # fmt: skip
+
+
+def test_a_request_runs_the_steps_asked_or_as_many_as_the_context_holds(tmp_path):
+    """Depth 400, width 17, context 2048: all accepted, a step emits 17 tokens; 93 steps and the
+    budget's margin fill 2033 tokens of the 2048. The one-token and none-accepted points run all 200."""
+    plan, _ = probe_plan(_drafted_ctx(tmp_path), SHOTS, {**BENCH, "verify_probe": {**PROBE, "steps": 200}})
+    assert plan.steps_at(ACCEPT_ALL, 17) == 93 and plan.steps_at(ACCEPT_NONE, 17) == 200
+    for server, width in plan.points():
+        assert prompt_length(400, width) + plan.output_tokens(server, width) <= 2048
+    assert 400 + plan.output_tokens(ACCEPT_ALL, 17, 94) > 2048  # one step more would not fit
 
 
 @pytest.mark.parametrize(
@@ -194,12 +246,18 @@ def test_the_prompt_ends_in_the_repeated_block_at_the_depth():
 
 
 # -- the real server -----------------------------------------------------------------------------
+SERIES_ARGS = ("--spec-type", "ngram-mod")  # the series' own drafting, as config/gpu-speedup-model.yaml's
+
+
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
     """The probe against the real llama-server of the smoke config (SmolLM2-135M, one thread): a
-    cap of 8, widths 5 and 9 (8 drafts), two timed requests of four steps after each warm-up."""
+    cap of 8, widths 5 and 9 (8 drafts), requests of eight steps: warmed up until two agree within x1.05
+    (at most 3), timed until the last two agree within x1.25 (at most 4)."""
     ctx = _drafted_ctx(tmp_path_factory.mktemp("probe"), context=1024)
-    plan = ProbePlan(depth_tokens=96, draft_cap=8, widths=(5, 9), repetitions=2, steps=4)
+    ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, extra_args=SERIES_ARGS))
+    plan = ProbePlan(depth_tokens=96, draft_cap=8, widths=(5, 9), repetitions=2, steps=8, max_repetitions=4,
+                     max_warm_ups=3, settle_factor=1.05, context_tokens=1024)  # fmt: skip
     before = {p.pid for p in child_processes()}
     with measurement_lock():
         record = time_verify_steps(ctx, plan)
@@ -211,14 +269,29 @@ def test_the_probe_times_every_point_on_the_real_server(probed):
     assert record["error"] is None and not leftover
     assert [(p["server"], p["width"]) for p in record["points"]] == plan.points()
     for point in record["points"]:
-        warm_up, *timed = point["requests"]
-        assert warm_up["warm_up"] and len(timed) == 2 and not any(r["warm_up"] for r in timed)
+        requests = point["requests"]
+        warm_ups, timed = requests[: point["warm_ups"]], requests[point["warm_ups"] :]
+        assert all(r["warm_up"] for r in warm_ups) and not any(r["warm_up"] for r in timed)
+        assert 2 <= len(warm_ups) <= 3 and 2 <= len(timed) == point["repetitions_run"] <= 4
+        assert point["warm_up_settled"] == (_spread(warm_ups[-2:]) <= 1.05)
+        # the samples are the last two timed requests; their spread is the record's, under the limit
+        # or the cap reached
+        assert point["window"] == [len(requests) - 2, len(requests) - 1]
+        assert point["spread"] == pytest.approx(_spread([requests[i] for i in point["window"]]))
+        assert point["steady"] == (point["spread"] <= 1.25) and (point["steady"] or len(timed) == 4)
+        if point["server"] == SERIES_DRAFTER:
+            continue  # its drafts may end a request early; its prompts differ (below)
         # read until the steps asked (the connection then closed): one reading per step and the first token
-        assert [len(r["readings"]) for r in point["requests"]] == [3, 5, 5]
-        # the prompt's cache kept between requests: the timed ones prefill next to nothing
-        assert all(r["prompt_n"] < point["prompt_tokens"] // 2 for r in timed)
+        assert point["steps"] == 8 and all(len(r["readings"]) == 9 for r in requests)
+        # the prompt's cache kept between requests: the later ones prefill next to nothing
+        assert all(r["prompt_n"] < point["prompt_tokens"] // 2 for r in requests[1:])
         # the host's other work beside each request, as a shot records it
-        assert all(r["host_foreign_cores"] is not None for r in point["requests"])
+        assert all(r["host_foreign_cores"] is not None for r in requests)
+
+
+def _spread(requests: list[dict]) -> float:
+    medians = [r["steady_median_ms"] for r in requests]
+    return max(medians) / min(medians)
 
 
 def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
@@ -226,7 +299,7 @@ def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
     steady sample per timed request."""
     record, plan, _ = probed
     probes = [("series", record)]
-    for server, width in plan.points():
+    for server, width in plan.points()[:-1]:
         shapes = {(s.emitted, s.drafted, s.accepted) for p in record["points"]
                   if (p["server"], p["width"]) == (server, width)
                   for r in p["requests"] for s in steps_of(r["readings"])}  # fmt: skip
@@ -234,7 +307,18 @@ def test_the_forced_acceptance_drafts_and_accepts_as_asked(probed):
         accepted = drafted if server == ACCEPT_ALL else 0
         assert (accepted + 1, drafted, accepted) in shapes
         samples = point_samples(probes, server, width).samples_ms
-        assert len(samples) == 2 and all(ms > 0 for ms in samples)
+        assert len(samples) == 2 and all(ms > 0 for ms in samples)  # the window's two
+
+
+def test_the_series_drafter_runs_the_series_own_drafting_on_text_of_its_own(probed):
+    """Its server has the series' flags; each request prefills a new stretch of text; the steps that
+    drafted nothing give its samples (ngram-mod on 96 tokens of documentation drafts little)."""
+    record, plan, _ = probed
+    assert record["servers"][SERIES_DRAFTER]["args"] == list(SERIES_ARGS)
+    (point,) = [p for p in record["points"] if p["server"] == SERIES_DRAFTER]
+    assert all(r["prompt_n"] > 48 for r in point["requests"])  # no cache: a prompt it had not seen
+    samples = point_samples([("series", record)], SERIES_DRAFTER, ONE_TOKEN_WIDTH).samples_ms
+    assert len(samples) == 2 and all(ms > 0 for ms in samples)
 
 
 # -- the figures ---------------------------------------------------------------------------------
@@ -261,11 +345,26 @@ def test_a_drafted_cell_with_its_probe_gets_the_step_costs_and_the_model():
     assert found["verify_step_ratio_none_accepted_w17"].value == pytest.approx(2.0)
     assert found["verify_step_ratio_all_accepted_w17"].value == pytest.approx(6.0)
     assert found[PROBE_SPREAD].value == pytest.approx(1.0)
+    assert found[PROBE_REPETITIONS].value == 1  # one timed request a point
     assert found[PREDICTED_SPEEDUP].value == pytest.approx(_model("speedup", [17], [2.0, 6.0]))
     assert found[PREDICTED_SPEEDUP].kind == found[KERNEL_SHARE].kind == "inferred"
     assert found[KERNEL_SHARE].value + found[ACCEPTED_SHARE].value == pytest.approx(1.0)
     assert found[PREDICTED_SPEEDUP].source_ids == found[PROBE_SPREAD].source_ids  # the probe's records
     assert "verify_probe_unsteady" not in caveats
+
+
+def test_the_series_drafters_step_enters_the_model_and_the_spread():
+    """The drafter's plain step 12 ms over the one-token 10: d = 1.2, as in the model test above; a
+    drafter point that moved x1.5 makes the whole probe unsteady."""
+    found, _ = _drafted_run(probe_record(17, [10.0], [20.0], [60.0], drafter_ms=[12.0]))
+    assert found[DRAFTER_STEP].value == pytest.approx(1.2)
+    step = 2.0 + 12.125 * 0.25 + 0.2
+    assert found[PREDICTED_SPEEDUP].value == pytest.approx(216 / (6 * 1.2 + 16 * step))
+    assert found[DRAFTER_SHARE].value == pytest.approx(0.2 / step)
+    assert DRAFTER_STEP not in _drafted_run(probe_record(17, [10.0], [20.0], [60.0]))[0]  # older records
+    moved, caveats = _drafted_run(probe_record(17, [10.0], [20.0], [60.0], drafter_ms=[12.0, 18.0]))
+    assert moved[PROBE_SPREAD].value == pytest.approx(1.5) and moved[PREDICTED_SPEEDUP].value is None
+    assert "verify_probe_unsteady" in caveats
 
 
 def test_a_probe_that_spread_too_far_feeds_no_prediction_and_says_so():
@@ -297,7 +396,8 @@ def test_a_probe_that_failed_is_named():
 def test_the_gpu_speedup_config_probes_every_drafted_series_of_its_reference():
     """config/gpu-speedup-model.yaml's probe on the drafted series of the H100 reference run
     (results/reference/h100/speedup_model, its shots as recorded): widths 8 and 16 and each mode's
-    cap + 1 (17, 49, 65), every request within the series' context of 2048 tokens."""
+    cap + 1 (17, 49, 65) and width 4, every point of at least 4 steps within the series' context of
+    2048 tokens; the widest all-accepted point runs fewer than the 48 asked."""
     config = check_config(yaml.safe_load((REPO / "config" / "gpu-speedup-model.yaml").read_text()))
     shots = pd.read_parquet(REPO / "results" / "reference" / "h100" / "speedup_model" / "shots.parquet")
     drafted = shots[shots["spec_mode"] != "none"]
@@ -311,4 +411,5 @@ def test_the_gpu_speedup_config_probes_every_drafted_series_of_its_reference():
         assert reason is None, (job_id, reason)
         widths[first["spec_mode"]] = plan.widths
     assert len(drafted["job_id"].unique()) == 18
-    assert widths == {"ngram_simple": (8, 16, 17), "ngram_map_k": (8, 16, 49), "ngram_mod": (8, 16, 65)}
+    assert widths == {mode: (4, 8, 16, cap) for mode, cap in (("ngram_simple", 17), ("ngram_map_k", 49),
+                                                               ("ngram_mod", 65))}  # fmt: skip

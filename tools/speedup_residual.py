@@ -25,9 +25,12 @@ from rederive_reference import run_statistic  # noqa: E402  (tools/, this script
 from whichshot.figures.aggregations import recompute  # noqa: E402
 from whichshot.figures.speedup_model_figures import (  # noqa: E402
     ACCEPTED_SHARE,
+    DRAFTER_SHARE,
     KERNEL_SHARE,
     PREDICTED_SPEEDUP,
     PREDICTION_RESIDUAL,
+    PROBE_REPETITIONS,
+    PROBE_SPREAD,
 )
 from whichshot.figures.table import compute_figures, read_figures  # noqa: E402
 from whichshot.figures.workload_figures import SPEEDUP_METRIC  # noqa: E402
@@ -37,7 +40,8 @@ TARGET = 0.2  # issue 45: predicted within 20 % of measured in every drafted cel
 SERVER_MODEL, KERNEL_ONLY = "server steps", "kernel only (llama-bench), as committed"
 NO_PREDICTION = "none: its probe spread beyond the limit (verify_probe_unsteady)"
 COLUMNS = ["workload", "text_kind", "spec_mode", "acceptance_pct", "mean_len", "measured", "predicted",
-           "residual_pct", "kernel_share_pct", "token_share_pct", "model"]  # fmt: skip
+           "residual_pct", "kernel_share_pct", "token_share_pct", "drafter_share_pct", "probe_spread",
+           "probe_requests", "model"]  # fmt: skip
 
 
 def residual_table(run_dir: Path) -> pd.DataFrame:
@@ -78,8 +82,15 @@ def _row(head: pd.Series, committed: dict, values: dict, model: str) -> dict:
         "residual_pct": pct(values[PREDICTION_RESIDUAL]),
         "kernel_share_pct": pct(values.get(KERNEL_SHARE)),
         "token_share_pct": pct(values.get(ACCEPTED_SHARE)),
+        "drafter_share_pct": pct(values.get(DRAFTER_SHARE)),
+        "probe_spread": _rounded(values.get(PROBE_SPREAD)),
+        "probe_requests": values.get(PROBE_REPETITIONS),
         "model": model,
     }
+
+
+def _rounded(value) -> float | None:
+    return None if value is None or pd.isna(value) else round(value, 3)
 
 
 def _rederived(run_dir: Path) -> dict[str, dict[str, float | None]]:

@@ -469,22 +469,26 @@ def server_step_model(rows, columns, params, inputs=()) -> float | None:
     token(k) each accepted token's cost, (all(w) - none(w)) / (w - 1) at each width w = k + 1 timed.
     params["output"]: the speed-up (decoded / (plain + verify x step)), or the step's kernel share
     (none(k) / step) or per-token share (a x token(k) / step). None where a probe's repetitions
-    spread more than params["spread_limit"] (inputs: that spread, then none(w), then all(w))."""
+    spread more than params["spread_limit"] (inputs: that spread, then none(w), then all(w), then
+    where params["drafter"] the series' drafter's plain step d: every step costs d - 1 more one-token
+    steps, its host-side lookup; output "drafter_share" is that over the verification step)."""
     spread, *ratios = inputs
     widths = params["widths"]
-    nones, alls = ratios[: len(widths)], ratios[len(widths) :]
+    nones, alls = ratios[: len(widths)], ratios[len(widths) : 2 * len(widths)]
     steps = decode_steps(rows)
     if steps is None or spread is None or spread > params["spread_limit"] or None in ratios:
         return None
+    lookup = ratios[-1] - 1 if params.get("drafter") else 0.0
     if steps.verify == 0:
-        return 1.0 if params["output"] == "speedup" else None
+        return 1.0 / (1 + lookup) if params["output"] == "speedup" else None
     drafts = [w - 1 for w in widths]
     kernel = float(np.interp(steps.mean_draft, [0, *drafts], [1.0, *nones]))
     per_token = [(a - n) / k for a, n, k in zip(alls, nones, drafts, strict=True)]
     token = float(np.interp(steps.mean_draft, drafts, per_token))
-    step = kernel + steps.mean_accepted * token
-    return {"speedup": steps.speedup(step), "kernel_share": kernel / step,
-            "token_share": steps.mean_accepted * token / step}[params["output"]]  # fmt: skip
+    step = kernel + steps.mean_accepted * token + lookup
+    speedup = steps.decoded / (steps.plain * (1 + lookup) + steps.verify * step)
+    shares = {"kernel_share": kernel, "token_share": steps.mean_accepted * token, "drafter_share": lookup}
+    return speedup if params["output"] == "speedup" else shares[params["output"]] / step
 
 
 AGGREGATIONS = {

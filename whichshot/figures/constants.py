@@ -13,6 +13,7 @@ from whichshot.measure.host_load import (  # noqa: F401 (the host_busy threshold
     BUSY_MARGIN_CORES,
     busy_threshold_cores,
 )
+from whichshot.measure.settle import VERIFY_PROBE_SPREAD_LIMIT  # the probe repeats until under it
 from whichshot.shots.checks import POWER_COUNTER_AGREEMENT
 from whichshot.shots.task_gates import EXPLAIN_REPETITION_LIMIT, RECALL_NEAR_EXACT
 from whichshot.tables import record_schema
@@ -51,11 +52,6 @@ SELF_REPETITION_DOMINANT = 0.3
 # A drafter whose state carries across requests (n-gram) learnt from earlier ones when its warm
 # acceptance exceeds a process's first request's by more than this (points of accepted / drafted).
 DRAFTER_WARM_ACCEPTANCE_MARGIN = 0.05
-# A probe of a step's cost (the server's verify probe, llama-bench's verify cost) whose slowest timed
-# repetition exceeds its fastest by more than this factor measured the machine's moods, not the step:
-# it feeds no prediction. The cost model's target is 20 %; a probe that moves 25 % between repetitions
-# cannot support it. (llama-bench's one-token repetitions on an H100 spread 3.3-3.8x.)
-VERIFY_PROBE_SPREAD_LIMIT = 1.25
 
 
 @dataclass(frozen=True)

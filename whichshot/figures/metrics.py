@@ -16,10 +16,13 @@ from whichshot.figures.node_figures import NODES
 from whichshot.figures.side_figures import SAME_OUTPUT, Side
 from whichshot.figures.speedup_model_figures import (
     ACCEPTED_SHARE,
+    DRAFTER_SHARE,
+    DRAFTER_STEP,
     KERNEL_SHARE,
     PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
     PREDICTION_RESIDUAL,
+    PROBE_REPETITIONS,
     PROBE_SPREAD,
     STEP_RATIO,
     VERIFY_COST,
@@ -178,7 +181,10 @@ METRICS: tuple[Metric, ...] = (
         (PLAIN_STEP_MS, "one-token step", "ms, server"),
         (KERNEL_SHARE, "kernel share", "of a verify step"),
         (ACCEPTED_SHARE, "per-token share", "of a verify step"),
+        (DRAFTER_SHARE, "drafter share", "of a verify step"),
+        (DRAFTER_STEP, "drafter's plain step", "over one-token step"),
         (PROBE_SPREAD, "probe spread", "slowest / fastest"),
+        (PROBE_REPETITIONS, "probe requests", "most timed at a point"),
         (VERIFY_COST, "verify cost, kernel only", "t(k+1) / t(1), llama-bench"),
     ),
     # Per cell: the other timings of workload cells (the headline has the grid's), clocks, power, energy.

@@ -16,9 +16,11 @@ none(k) linear between the widths timed (1 at k = 0) and token(k) likewise. The 
 is none(k) over its cost, its per-token share a x token(k) over it: where a forward pass over many
 positions costs little more than one (a GPU, a small model), the per-token share sets the speed-up.
 llama-bench's batch ratio t(k+1)/t(1) (measure/verify_cost.py) stays beside it: the kernel alone,
-without sampling. A probe whose repetitions spread more than VERIFY_PROBE_SPREAD_LIMIT (slowest over
-fastest) feeds no prediction (caveat verify_probe_unsteady). The drafter's own cost is left out:
-an n-gram lookup is microseconds, a draft model is not (its residual says so).
+without sampling. The probe repeats each point until its last requests spread at most
+VERIFY_PROBE_SPREAD_LIMIT (slowest over fastest) or its cap is reached (measure/settle.py); a probe
+whose kept requests still spread more feeds no prediction (caveat verify_probe_unsteady), and
+verify_probe_repetitions says how many timed requests its busiest point took. The drafter's own
+cost is left out: an n-gram lookup is microseconds, a draft model is not (its residual says so).
 Residual = measured / predicted - 1.
 """
 
@@ -30,15 +32,25 @@ from whichshot.figures import figure
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.cells import Cell, group_cells
 from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
-from whichshot.figures.step_probe import PointSamples, one_token, point_samples, probed_widths
+from whichshot.figures.step_probe import (
+    PointSamples,
+    one_token,
+    point_samples,
+    probed_widths,
+    timed_requests,
+)
 from whichshot.figures.workload_figures import SPEEDUP_METRIC
+from whichshot.measure.probe_steps import ACCEPT_ALL, ACCEPT_NONE, ONE_TOKEN_WIDTH
 from whichshot.measure.verify_cost import ONE_TOKEN
-from whichshot.measure.verify_probe import ACCEPT_ALL, ACCEPT_NONE
+from whichshot.measure.verify_probe import SERIES_DRAFTER
 
 VERIFY_COST = "verify_cost_ratio"
 VERIFY_COST_SPREAD = "verify_cost_spread"
 PLAIN_STEP_MS = "one_token_step_ms"
 PROBE_SPREAD = "verify_probe_spread"
+PROBE_REPETITIONS = "verify_probe_repetitions"
+DRAFTER_STEP = "drafter_step_ratio"
+DRAFTER_SHARE = "verify_drafter_share"
 # verify_step_ratio_{none,all}_accepted_w{width}: one per width the probe timed (section verify_width)
 STEP_RATIO = "verify_step_ratio_"
 PREDICTED_SPEEDUP = "predicted_speedup_vs_none"
@@ -161,14 +173,39 @@ def _server_model(
     points = [point_samples(probes, server, w) for server in (ACCEPT_NONE, ACCEPT_ALL) for w in widths]
     if not one.samples_ms or not widths or not all(p.samples_ms for p in points):
         return None
-    probe_figures = [_one_token_step(cell, one), *(_step_ratio(cell, p, one) for p in points),
-                     _probe_spread(cell, [one, *points])]  # fmt: skip
-    spread, ratios = probe_figures[-1], probe_figures[1:-1]
+    # the series' own drafter's plain step (records since issue 53; none where every step drafted)
+    drafter = [d for d in [point_samples(probes, SERIES_DRAFTER, ONE_TOKEN_WIDTH)] if d.samples_ms]
+    ratios = [_step_ratio(cell, p, one) for p in points]
+    lookups = [_drafter_step(cell, d, one) for d in drafter]
+    spread = _probe_spread(cell, [one, *points, *drafter])
     selection = catalog.rule(cell["protocol"]).select(rows, "decode_tok_s")
-    inputs = [spread, *ratios]
-    return probe_figures + [
-        _model_figure(output, cell, selection, inputs, widths) for output in MODEL_OUTPUTS
+    inputs = [spread, *ratios, *lookups]
+    outputs = [o for o in MODEL_OUTPUTS if lookups or o != "drafter_share"]
+    return [
+        _one_token_step(cell, one),
+        *ratios,
+        *lookups,
+        spread,
+        _probe_repetitions(cell, probes, spread.source_ids),
+        *(_model_figure(output, cell, selection, inputs, widths, bool(lookups)) for output in outputs),
     ]
+
+
+def _drafter_step(cell: Cell, drafter: PointSamples, one: PointSamples) -> figure.Figure:
+    return figure.from_source(
+        DRAFTER_STEP,
+        "step_ratio",
+        {"samples_ms": drafter.samples_ms, "one_token_samples_ms": one.samples_ms, "width": ONE_TOKEN_WIDTH},
+        [*drafter.sources, *one.sources],
+        "ratio",
+        cell=cell,
+        formula="median step of the series' own drafting that drafted nothing (after a step of one token), "
+        f"on real text, over the median one-token step ({PLAIN_STEP_MS}): 1 + the drafter's host-side cost "
+        "of a step (its lookup and its update) beyond the probe's copy drafter's, by the server's own clock",
+        computed_by=speedup_model_figures,
+        timed_by=PROBE_TIMED_BY,
+        which_shot=PROBE_WHICH_SHOT,
+    )
 
 
 def _one_token_step(cell: Cell, one: PointSamples) -> figure.Figure:
@@ -222,6 +259,24 @@ def _probe_spread(cell: Cell, points: list[PointSamples]) -> figure.Figure:
     )
 
 
+def _probe_repetitions(
+    cell: Cell, probes: list[tuple[str, dict[str, Any]]], sources: list[str]
+) -> figure.Figure:
+    return figure.from_source(
+        PROBE_REPETITIONS,
+        "tool_samples_highest",
+        {"samples": timed_requests(probes)},
+        sources,
+        "requests",
+        cell=cell,
+        formula="the most timed requests (warm-ups aside) any point of the cell's probes ran: each point is "
+        "timed until its last `repetitions` requests spread at most the limit or `max_repetitions` ran",
+        computed_by=speedup_model_figures,
+        timed_by=PROBE_TIMED_BY,
+        which_shot=PROBE_WHICH_SHOT,
+    )
+
+
 # output -> (metric, unit, what it is)
 MODEL_OUTPUTS = {
     "speedup": (PREDICTED_SPEEDUP, "ratio", "decoded tokens / (plain steps + verification steps x step)"),
@@ -235,13 +290,24 @@ MODEL_OUTPUTS = {
         "fraction",
         "a x token(k) / step: the accepted tokens' share of a verification step",
     ),
+    "drafter_share": (
+        DRAFTER_SHARE,
+        "fraction",
+        "(d - 1) / step: the series' drafter's host-side share of a verification step",
+    ),
 }
 
 
 def _model_figure(
-    output: str, cell: Cell, selection, inputs: list[figure.Figure], widths: list[int]
+    output: str, cell: Cell, selection, inputs: list[figure.Figure], widths: list[int], drafter: bool
 ) -> figure.Figure:
     metric, unit, what = MODEL_OUTPUTS[output]
+    parameters = {"widths": widths, "spread_limit": VERIFY_PROBE_SPREAD_LIMIT, "output": output}
+    lookup = ""
+    if drafter:  # older records have no drafter step: their parameters stay as they were
+        parameters["drafter"] = True
+        lookup = (f"; every step, plain or verifying, costs d - 1 more one-token steps, d = {DRAFTER_STEP} "
+                  "(the series' drafter's host-side lookup)")  # fmt: skip
     return figure.from_shots(
         metric,
         cell,
@@ -249,12 +315,13 @@ def _model_figure(
         "server_step_model",
         MODEL_COLUMNS,
         unit=unit,
-        parameters={"widths": widths, "spread_limit": VERIFY_PROBE_SPREAD_LIMIT, "output": output},
+        parameters=parameters,
         inputs=inputs,
         formula=f"{what}, summed over the shots the cell's speed-up uses; step = none(k) + a x token(k) "
         "one-token steps at the cell's mean draft k and mean accepted a per verification step (engine-"
         "reported; steps = accepted / (mean len - 1)); none(w) and all(w) the server's step at verify "
         f"width w (widths {', '.join(map(str, widths))}) with no / every draft accepted, token(w) = "
-        "(all(w) - none(w)) / (w - 1), linear in k between widths; none if the probe spread above the limit",
+        f"(all(w) - none(w)) / (w - 1), linear in k between widths{lookup}; none if the probe spread above "
+        "the limit",
         computed_by=speedup_model_figures,
     )

@@ -14,11 +14,17 @@ series' draft cap, every draft token accepted (ACCEPT_ALL), or none (ACCEPT_NONE
 real text (the standard library's documentation, tokenized by the server) to the series' mid-answer
 depth whose last TAIL_BLOCKS x P tokens repeat a block of P distinct tokens: each step then drafts
 P - 1 tokens and verifies P positions (verify width P), and emits P tokens (all accepted) or 1 (none);
-a block of ONE_TOKEN_WIDTH drafts nothing (the one-token step). Each prompt gets a warm-up request and
-`repetitions` timed ones of `steps` decode steps; the server times every step (step_readings) and
-the request stops there. The record keeps every reading, so figures/speedup_model_figures.py derives
-the steps and the cost model from the files. A failure is recorded, never raised: the series' shots
-are the job's product."""
+a block of ONE_TOKEN_WIDTH drafts nothing (the one-token step). Each request runs `steps` decode steps
+(fewer where the context holds no more, at least MIN_POINT_STEPS), each timed by the server itself
+(step_readings), and gives its median steady step (measure/probe_steps.py): on a GPU a step is a few
+milliseconds and one request's host jitter moves a step of its own by a tenth, tens of them hardly.
+Each prompt is warmed up until its step time settles and then timed until its last `repetitions`
+requests spread at most the limit, each up to a cap (measure/settle.py); the record keeps every
+reading, the spread and the counts, so figures/speedup_model_figures.py derives the steps and the
+cost model from the files. A third server runs the series' own drafting (SERIES_DRAFTER) on real
+text, a stretch of its own per request: its steps that drafted nothing are the plain step with the
+drafter's lookup in it, the host-side cost of drafting that a step pays whether or not it drafts.
+A failure is recorded, never raised: the series' shots are the job's product."""
 
 import dataclasses
 import os
@@ -28,42 +34,76 @@ from typing import Any
 
 from whichshot.measure.bench import repeat_left_out_because
 from whichshot.measure.host_load import HostLoad
+from whichshot.measure.probe_steps import (
+    ACCEPT_ALL,
+    ACCEPT_NONE,
+    MIN_STEADY_STEPS,
+    ONE_TOKEN_WIDTH,
+    steady_median_ms,
+)
 from whichshot.measure.protocol import JobContext
+from whichshot.measure.settle import RepeatRule, repeat_until_steady
 from whichshot.measure.verify_cost import drafted_shape, not_probed_because
 from whichshot.prepare.corpus import pydoc_topics_text
 from whichshot.shots.axes import ONE_STREAM
 
-ACCEPT_NONE, ACCEPT_ALL = "accept_none", "accept_all"
-ONE_TOKEN_WIDTH = 2  # a block of 2 repeats: the drafter finds no draft of its minimum length
 MIN_WIDTH = 4  # the forced acceptance drafts P - 1 tokens for P of 4 and more (Engine protocol)
 # The block repeats this often at the prompt's end: a small model continues a repeat it has seen
 # four times, so the drafts go on (a step that drafted otherwise is not counted).
 TAIL_BLOCKS = 4
-WARM_UP_STEPS = 2
+# The series' own drafting on real text: its steps that drafted nothing (after a step of one token)
+# are plain steps with the drafter's lookup in them, as the series pays them.
+SERIES_DRAFTER = "series_drafter"
+# A request's steps where the context is short: the first step of a point that accepts drafts
+# follows the first token (one token) and is not steady.
+MIN_POINT_STEPS = MIN_STEADY_STEPS + 1
 TEXT_CHARS_PER_TOKEN = 8  # text tokenized for the prompts: more than enough for their depth
 
 
 @dataclass(frozen=True)
 class ProbePlan:
     """The probe of one drafted series: its depth, the draft cap its servers draft up to, the verify
-    widths (block lengths) it times, and how many requests of how many steps."""
+    widths (block lengths) it times, how many steps a request runs (at most; the context may hold
+    fewer) and how it repeats them (measure/settle.py)."""
 
     depth_tokens: int
     draft_cap: int
     widths: tuple[int, ...]
     repetitions: int
     steps: int
+    max_repetitions: int = 0  # 0: `repetitions`, no more
+    max_warm_ups: int = 2
+    settle_factor: float = 1.05
+    context_tokens: int | None = None  # None: no limit on a request's steps
+
+    def rule(self) -> RepeatRule:
+        return RepeatRule(self.repetitions, self.max_repetitions, self.max_warm_ups, self.settle_factor)
+
+    def most_requests(self) -> int:
+        return self.max_warm_ups + max(self.repetitions, self.max_repetitions)
 
     def points(self) -> list[tuple[str, int]]:
-        """(server, width) of every prompt, in the order they run: the one-token step first."""
+        """(server, width) of every prompt, in the order they run: the one-token step first, the
+        series' own drafter's plain step last."""
         return [(ACCEPT_NONE, ONE_TOKEN_WIDTH), *((ACCEPT_NONE, w) for w in self.widths),
-                *((ACCEPT_ALL, w) for w in self.widths)]  # fmt: skip
+                *((ACCEPT_ALL, w) for w in self.widths), (SERIES_DRAFTER, ONE_TOKEN_WIDTH)]  # fmt: skip
 
-    def output_tokens(self, server: str, width: int) -> int:
+    def steps_at(self, server: str, width: int) -> int:
+        """A request's steps at the point: `steps`, or as many as the context holds."""
+        if self.context_tokens is None:
+            return self.steps
+        room = self.context_tokens - prompt_length(self.depth_tokens, width) - 1 - width
+        return min(self.steps, room // _per_step(server, width) - 2)
+
+    def output_tokens(self, server: str, width: int, steps: int | None = None) -> int:
         """A request's token budget: its steps and a margin, so that no draft is cut short by the
         budget's end (the server drafts at most the tokens left - 1)."""
-        per_step = width if server == ACCEPT_ALL else 1
-        return 1 + (self.steps + 2) * per_step + width
+        steps = self.steps_at(server, width) if steps is None else steps
+        return 1 + (steps + 2) * _per_step(server, width) + width
+
+
+def _per_step(server: str, width: int) -> int:
+    return width if server == ACCEPT_ALL else 1
 
 
 def probe_plan(
@@ -76,11 +116,15 @@ def probe_plan(
         return None, reason
     cap, depth = shape
     widths = sorted({w for w in probe["widths"] if MIN_WIDTH <= w <= cap} | {cap + 1})
-    plan = ProbePlan(depth, cap, tuple(widths), probe["repetitions"], probe["steps"])
-    longest = max(prompt_length(depth, w) + plan.output_tokens(s, w) for s, w in plan.points())
-    if longest > ctx.settings.context_tokens:
-        context = ctx.settings.context_tokens
-        return None, f"its longest request ({longest} tokens) does not fit the context ({context})"
+    context = ctx.settings.context_tokens
+    repeat = [probe[k] for k in ("repetitions", "steps", "max_repetitions", "max_warm_ups", "settle_factor")]
+    plan = ProbePlan(depth, cap, tuple(widths), *repeat, context_tokens=context)
+    if min(plan.steps_at(s, w) for s, w in plan.points()) < MIN_POINT_STEPS:
+        longest = max(
+            prompt_length(depth, w) + plan.output_tokens(s, w, MIN_POINT_STEPS) for s, w in plan.points()
+        )
+        return None, (f"its longest request ({longest} tokens, {MIN_POINT_STEPS} steps) does not fit the "
+                      f"context ({context})")  # fmt: skip
     return plan, None
 
 
@@ -109,6 +153,13 @@ def verify_probe_step(
     return {"not_run": reason} if plan is None else time_verify_steps(ctx, plan)
 
 
+def _server_args(ctx: JobContext, plan: ProbePlan, server_name: str) -> list[str]:
+    """A probe server's extra flags: the engine's forced acceptance, or the series' own drafting."""
+    if server_name == SERIES_DRAFTER:
+        return list(ctx.settings.extra_args)
+    return ctx.engine.forced_acceptance_args(plan.draft_cap, server_name == ACCEPT_ALL) or []
+
+
 def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
     """The probe's plan and every request's readings; an error ends it where it happened (the
     readings so far are kept)."""
@@ -117,14 +168,14 @@ def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
                               "t_start_mono_s": time.monotonic()}  # fmt: skip
     text_ids: list[int] = []
     try:
-        for server_name, accept_all in ((ACCEPT_NONE, False), (ACCEPT_ALL, True)):
-            args = ctx.engine.forced_acceptance_args(plan.draft_cap, accept_all)
+        for server_name in (ACCEPT_NONE, ACCEPT_ALL, SERIES_DRAFTER):
+            args = _server_args(ctx, plan, server_name)
             record["servers"][server_name] = {"args": args}
             settings = dataclasses.replace(ctx.settings, extra_args=tuple(args))
             log_path = ctx.log_dir / f"verify_probe_{server_name}.log"
             server = ctx.engine.start(ctx.build, ctx.model_path, settings, log_path)
             try:
-                text_ids = text_ids or _text_ids(server, plan.depth_tokens)
+                text_ids = text_ids or _text_ids(server, plan.depth_tokens * (1 + plan.most_requests()))
                 for name, width in plan.points():
                     if name == server_name:
                         record["points"].append(_time_point(server, plan, name, width, text_ids, ctx))
@@ -136,9 +187,17 @@ def time_verify_steps(ctx: JobContext, plan: ProbePlan) -> dict[str, Any]:
     return record
 
 
-def _text_ids(server: Any, depth_tokens: int) -> list[int]:
-    """Token ids of real text, at least as many as the depth (the server's own tokenizer)."""
-    return server.tokenize(pydoc_topics_text()[: TEXT_CHARS_PER_TOKEN * depth_tokens + 4096])
+def _text_ids(server: Any, tokens: int) -> list[int]:
+    """Token ids of real text, at least this many (the server's own tokenizer)."""
+    return server.tokenize(pydoc_topics_text()[: TEXT_CHARS_PER_TOKEN * tokens + 4096])
+
+
+def drafter_prompt(text_ids: list[int], request: int, depth_tokens: int) -> list[int]:
+    """The series' drafter's prompt of a request: a stretch of real text of its own, at the depth.
+    An n-gram drafter keeps what it saw across requests; on a prompt it saw, it would draft the
+    continuation it saw and no step would be a plain one."""
+    start = (request * depth_tokens) % max(1, len(text_ids) - depth_tokens)
+    return text_ids[start : start + depth_tokens]
 
 
 def prompt_length(depth_tokens: int, width: int) -> int:
@@ -156,15 +215,27 @@ def probe_prompt(text_ids: list[int], width: int, depth_tokens: int) -> list[int
 def _time_point(
     server: Any, plan: ProbePlan, name: str, width: int, text_ids: list[int], ctx: JobContext
 ) -> dict[str, Any]:
-    """A warm-up request and the timed ones on one prompt (the prompt's cache reused after the first),
-    each with the other work the host did meanwhile (host_foreign_cores, as a shot records it)."""
+    """Warm-up requests and timed ones on one prompt (the prompt's cache reused after the first),
+    repeated as the plan's rule says, each with its median steady step and the other work the host
+    did meanwhile (host_foreign_cores, as a shot records it)."""
     prompt = probe_prompt(text_ids, width, plan.depth_tokens)
-    budget = plan.output_tokens(name, width)
-    requests = []
-    for seed, steps in enumerate([WARM_UP_STEPS] + [plan.steps] * plan.repetitions):
+    steps = plan.steps_at(name, width)
+    budget = plan.output_tokens(name, width, steps)
+    requests: list[dict[str, Any]] = []
+
+    def take(warm_up: bool) -> float | None:
+        own_text = name == SERIES_DRAFTER
+        sent = drafter_prompt(text_ids, len(requests), plan.depth_tokens) if own_text else prompt
         load = HostLoad(server.process.pid if server.process is not None else None)
         load.start()
-        reading = server.step_readings(prompt, budget, steps, ctx.shot_timeout_s, seed=seed)
-        requests.append({"warm_up": seed == 0, **reading, **load.stop()})
+        reading = server.step_readings(sent, budget, steps, ctx.shot_timeout_s, seed=len(requests))
+        median = steady_median_ms(reading["readings"], name, width)
+        requests.append({"warm_up": warm_up, **reading, **load.stop(), "steady_median_ms": median})
+        return median
+
+    repeated = repeat_until_steady(take, plan.rule())
+    first_timed = len(repeated.warm_ups)
     return {"server": name, "width": width, "prompt_tokens": len(prompt), "output_tokens": budget,
-            "requests": requests}  # fmt: skip
+            "steps": steps, "warm_ups": len(repeated.warm_ups), "warm_up_settled": repeated.settled,
+            "repetitions_run": len(repeated.timed), "window": [first_timed + i for i in repeated.window],
+            "spread": repeated.spread, "steady": repeated.steady, "requests": requests}  # fmt: skip

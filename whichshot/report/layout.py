@@ -226,9 +226,11 @@ SPEEDUP_MODEL = TableSpec(
     "accepted. "
     "Kernel share and per-token share split a verification step between the two: where a forward pass over "
     "many positions costs little more than one (a GPU, a small model), the per-token share sets the "
-    "speed-up. A probe whose repetitions spread more than the stated factor (verify_probe_spread_limit) "
-    "feeds no prediction. Inferred: the prediction rests on this model; \"unexplained\" is what it leaves "
-    "out (a draft model's own cost, the drafter's lookups, host load).",
+    "speed-up. Where the probe timed the series' own drafter, every step also costs its host-side lookup "
+    "(drafter share). A probe whose kept repetitions spread more than the stated factor "
+    "(verify_probe_spread_limit) feeds no prediction. Inferred: the prediction rests on this model; "
+    "\"unexplained\" is what it leaves out (partly accepted drafts, the spread of draft lengths, a draft "
+    "model's own cost, host load).",
     (MODEL, axis("workload", "workload"), axis("text", "text_kind"), axis("protocol", "protocol"), mode(),
      *figures(SPEEDUP_MODEL_COLUMNS)),
     legend="Predicted = decoded tokens / (plain steps + verification steps × step), from each drafted "

@@ -3,7 +3,7 @@ verify probe (measure/verify_cost.py, measure/verify_probe.py), which the speed-
 
 from whichshot.figures.catalog import Catalog
 from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT, busy_threshold_cores
-from whichshot.figures.step_probe import probe_source
+from whichshot.figures.step_probe import kept_requests, probe_source
 from whichshot.measure.verify_cost import DRAFTS_NOTHING
 from whichshot.shots.caveat import Finding
 
@@ -51,14 +51,13 @@ def verify_probe_not_measured(catalog: Catalog) -> Finding | None:
 
 
 def verify_probe_host_busy(catalog: Catalog) -> Finding | None:
-    """Server verify probes with a timed request during which other work exceeded the cores the
-    engine left idle (busy_threshold_cores, as host_busy judges a shot)."""
+    """Server verify probes with a kept request (a point's samples) during which other work exceeded
+    the cores the engine left idle (busy_threshold_cores, as host_busy judges a shot)."""
     busy = {}
     for run in catalog.bench_runs:
         probe = run.get("verify_probe") or {}
         limit = busy_threshold_cores(probe.get("cpu_count"), probe.get("threads"))
-        loads = [r.get("host_foreign_cores") for p in probe.get("points", []) for r in p["requests"]
-                 if not r["warm_up"]]  # fmt: skip
+        loads = [r.get("host_foreign_cores") for p in probe.get("points", []) for r in kept_requests(p)]
         worst = max((c for c in loads if c is not None), default=None)
         if worst is not None and worst > limit:
             busy[probe_source(run["job_id"])] = worst
