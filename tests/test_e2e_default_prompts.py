@@ -24,9 +24,9 @@ def test_the_default_config_builds_every_workload_prompt(tmp_path):
     result = run_pipeline(tmp_path, config, target)
     assert result.returncode == 0, result.stderr[-4000:]
     prompts = json.loads((tmp_path / target).read_text())
-    built = {entry["workload"] for entry in _entries(prompts)}
-    assert built == set(config["workloads"]["names"])
-
-
-def _entries(prompts):
-    return prompts["workloads"] if isinstance(prompts, dict) and "workloads" in prompts else prompts
+    expected = {
+        f"{name}-{kind}"
+        for name in config["workloads"]["names"]
+        for kind in config["workloads"]["text_kinds"]
+    }
+    assert set(prompts["workloads"]) == expected
