@@ -14,6 +14,8 @@ build of vLLM that a community maintainer publishes on PyPI, not the vLLM projec
 - Shots are the openai engine's (engines/openai_compat.py) with token ids per chunk; /metrics deltas
   give drafts, acceptance per position, vLLM's own TTFT, inter-token and decode times, and its request
   counters must count exactly the streamed tokens (engines/vllm_metrics.py).
+- The divergence probe's question is answered from /v1/completions' logprobs, by token id
+  (engines/vllm_candidates.py).
 """
 
 import json
