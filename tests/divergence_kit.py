@@ -14,7 +14,7 @@ from whichshot.measure.divergence_probe import TOP_N, probe_divergences, probed_
 from whichshot.measure.grid import all_jobs
 from whichshot.measure.plan import SeriesInputs, job_context, prompt_entries, series_plan
 from whichshot.prepare.series_prompts import series_prompts_path
-from whichshot.shots.divergence import CHANGED, divergence_fields, near_tie_threshold, path_spread
+from whichshot.shots.divergence import CHANGED, divergence_fields, path_spread
 from whichshot.tables import read_jsonl
 
 PARTS_AT = 40  # where the drafted record parts from the undrafted output
@@ -67,4 +67,6 @@ def check_probed_entries(
         assert spread is not None and spread < spread_below, spread
         lead = entry["one_token"][0][1] - entry["one_token"][1][1]
         assert entry["batched"][0][0] == real[PARTS_AT] or lead <= spread
-        assert divergence_fields(False, entry, near_tie_threshold([entry]))["divergence_outcome"] == CHANGED
+        # against that spread as the threshold (near_tie_threshold finds none where the token written
+        # is outside the candidates, as here on vLLM), the token written is a change
+        assert divergence_fields(False, entry, spread)["divergence_outcome"] == CHANGED
