@@ -186,6 +186,23 @@ class Engine:
             self.model.generate(ids, **kwargs)
         return _timings(len(prompt), t0, timer.steps, self._draft_counts(timer, drafted_before))
 
+    def top_candidates(self, prompt: list[int], n_predict: int, n: int) -> dict[str, Any]:
+        """The target's n most likely tokens (log-softmax of its raw logits, in float32) at the last of
+        n_predict greedily generated positions, and the tokens generated: generate() prefills the
+        prompt in one forward and decodes the rest one token at a time, as an undrafted request does
+        (the target alone, whatever this process's drafting settings)."""
+        ids = torch.tensor([prompt], device=self.device)
+        with torch.inference_mode():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_predict,
+                                      min_new_tokens=n_predict, do_sample=False, output_logits=True,
+                                      return_dict_in_generate=True)  # fmt: skip
+        logprobs = torch.log_softmax(out.logits[-1][0].float(), dim=-1)
+        values, tokens = torch.topk(logprobs, n)
+        return {
+            "top_logprobs": [[t, v] for t, v in zip(tokens.tolist(), values.tolist(), strict=True)],
+            "tokens": out.sequences[0, len(prompt) :].tolist(),
+        }
+
     def _draft_counts(self, timer: TokenTimer, drafted_before: int) -> dict[str, int | None]:
         if not self.counts_drafts:
             return {"draft_n": None, "draft_n_accepted": None}
@@ -253,7 +270,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 -- stdlib name
         routes = {"/tokenize": self._tokenize, "/detokenize": self._detokenize,
-                  "/apply-template": self._template, "/completion": self._completion}  # fmt: skip
+                  "/apply-template": self._template, "/completion": self._completion,
+                  "/top_candidates": self._top_candidates}  # fmt: skip
         route = routes.get(self.path)
         if route is None:
             self._json(404, {"error": {"message": f"no such endpoint {self.path}"}})
@@ -299,6 +317,16 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send_final(n_predict, timings, self._text(timer.output_ids()))
         self._end_stream()
+
+    def _top_candidates(self, body: dict) -> None:
+        """The divergence probe's question (whichshot.engine.candidates): {prompt, n_predict, n_probs}."""
+        prompt, n_predict, n = body["prompt"], int(body["n_predict"]), int(body["n_probs"])
+        ids_only = isinstance(prompt, list) and all(isinstance(i, int) for i in prompt)
+        if not ids_only or min(n_predict, n) < 1:
+            raise ValueError("prompt must be a list of token ids, n_predict and n_probs >= 1")
+        if len(prompt) + n_predict > self.engine.n_ctx:
+            raise ValueError(f"{len(prompt)} prompt + {n_predict} tokens exceed n_ctx {self.engine.n_ctx}")
+        self._json(200, self.engine.top_candidates(prompt, n_predict, n))
 
     def _send_tokens(self, ids: list[int]) -> None:
         self._send_event({"tokens": ids, "content": "", "stop": False})

@@ -35,6 +35,7 @@ from whichshot.engine.base import (
     ShotOutcome,
     ShotRequest,
 )
+from whichshot.engine.candidates import candidates_answer, probe_request
 from whichshot.engine.machine_lock import measurement_lock
 from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.engine.sse import MalformedStream, post_stream
@@ -451,14 +452,10 @@ class LlamaServer:
     def top_candidates(
         self, prompt_token_ids: list[int], prefix_ids: list[int], batched: bool, n: int, timeout_s: float
     ) -> dict[str, Any]:
-        """The target's n most likely tokens (id -> log-probability) at the position after the prompt
-        and prefix_ids, from the raw logits (n_probs; no sampler applies to them). Not batched: the
-        prefix is decoded one token at a time, greedily, as an undrafted request makes it (`decoded`
-        says which tokens came out: the prefix, where the engine repeats itself). Batched: the prefix
-        is sent with the prompt and evaluated in one batch with it, as a verification evaluates the
-        tokens it checks."""
-        prompt = prompt_token_ids + (prefix_ids if batched else [])
-        budget = 1 if batched else len(prefix_ids) + 1
+        """The divergence probe's question (whichshot.engine.candidates), answered from /completion's
+        n_probs: the raw logits' n most likely tokens at every generated position (no sampler applies
+        to them)."""
+        prompt, budget = probe_request(prompt_token_ids, prefix_ids, batched)
         request = ShotRequest(prompt, budget, ignore_eos=True, timeout_s=timeout_s)
         payload = {**completion_payload(request), "stream": False, "n_probs": n}
         try:
@@ -467,10 +464,9 @@ class LlamaServer:
         except requests.RequestException as exc:
             raise self.process.request_failure(exc) from None
         steps = response.json().get("completion_probabilities") or []
-        if not steps:
-            raise MalformedStream("llama-server returned no completion_probabilities for n_probs")
-        top = {int(c["id"]): float(c["logprob"]) for c in steps[-1].get("top_logprobs", [])}
-        return {"top": top, "decoded": [int(step["id"]) for step in steps[:-1]]}
+        last = steps[-1].get("top_logprobs", []) if steps else []
+        top = {int(c["id"]): float(c["logprob"]) for c in last}
+        return candidates_answer(top, [int(step["id"]) for step in steps], "llama-server")
 
     def stop(self) -> int | None:
         return self.process.stop()

@@ -24,6 +24,7 @@ from whichshot.engine.base import (
     ShotOutcome,
     ShotRequest,
 )
+from whichshot.engine.candidates import candidates_answer, probe_request
 from whichshot.engine.process import LOOPBACK, EngineProcess, ensure_port_free, free_port, start_until_ready
 from whichshot.engine.stream import reconcile, stream_completion
 from whichshot.errors import WhichshotError, invalid_config
@@ -92,6 +93,7 @@ class Transformers:
     mode_schema = MODE_SCHEMA
     legacy_mode_keys = ()
     has_bench = False
+    reports_top_candidates = True  # HfServer.top_candidates (measure/divergence_probe.py)
     load_axes: frozenset[str] = frozenset()
     warmups = {"engine_default": ((), NO_WARMUP), "on": (("--warmup",), ONE_DECODE), "off": ((), NO_WARMUP)}
 
@@ -264,8 +266,8 @@ class HfServer:
     def detokenize(self, token_ids: list[int]) -> str:
         return self._post("/detokenize", {"tokens": token_ids})["content"]
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = requests.post(f"{self.base_url}{path}", json=body, timeout=120)
+    def _post(self, path: str, body: dict[str, Any], timeout_s: float = 120) -> dict[str, Any]:
+        response = requests.post(f"{self.base_url}{path}", json=body, timeout=timeout_s)
         if response.status_code != 200:
             raise WhichshotError(f"hf_server {path}: HTTP {response.status_code}: {response.text[:200]}")
         return response.json()
@@ -279,6 +281,20 @@ class HfServer:
             raise self.process.request_failure(exc) from None
         reconcile(outcome, request)
         return outcome
+
+    def top_candidates(
+        self, prompt_token_ids: list[int], prefix_ids: list[int], batched: bool, n: int, timeout_s: float
+    ) -> dict[str, Any]:
+        """The divergence probe's question (whichshot.engine.candidates), answered by hf_server's
+        /top_candidates from the target's own logits."""
+        prompt, budget = probe_request(prompt_token_ids, prefix_ids, batched)
+        body = {"prompt": prompt, "n_predict": budget, "n_probs": n}
+        try:
+            answer = self._post("/top_candidates", body, timeout_s)
+        except requests.RequestException as exc:
+            raise self.process.request_failure(exc) from None
+        top = {int(token): float(logprob) for token, logprob in answer["top_logprobs"]}
+        return candidates_answer(top, answer["tokens"], "hf_server")
 
     def stop(self) -> int | None:
         return self.process.stop()

@@ -14,6 +14,8 @@ build of vLLM that a community maintainer publishes on PyPI, not the vLLM projec
 - Shots are the openai engine's (engines/openai_compat.py) with token ids per chunk; /metrics deltas
   give drafts, acceptance per position, vLLM's own TTFT, inter-token and decode times, and its request
   counters must count exactly the streamed tokens (engines/vllm_metrics.py).
+- The divergence probe's question is answered from /v1/completions' logprobs, by token id
+  (engines/vllm_candidates.py).
 """
 
 import json
@@ -28,7 +30,7 @@ import pandas as pd
 import requests
 import yaml
 
-from engines import vllm_log, vllm_metrics, vllm_venv
+from engines import vllm_candidates, vllm_log, vllm_metrics, vllm_venv
 from engines.openai_compat import OpenAIServer, prompt_cache_state
 from engines.vllm_models import served_model
 from whichshot.cache import exclusive_lock
@@ -184,6 +186,7 @@ class Vllm:
     mode_schema = MODE_SCHEMA
     legacy_mode_keys = ()
     has_bench = False
+    reports_top_candidates = True  # VllmServer.top_candidates (measure/divergence_probe.py)
     load_axes: frozenset[str] = frozenset()
     warmups = {"engine_default": ((), VLLM_WARMUP)}
     compile_caches = (DEFAULT_COMPILE_CACHE, EMPTY_COMPILE_CACHE, FILLED_COMPILE_CACHE)
@@ -410,6 +413,7 @@ class VllmServer(OpenAIServer):
     ) -> None:
         super().__init__(process, base_url, ready_s, dict(SERVER), prompt_cache_state(argv))
         self.scratch = scratch
+        self.argv = argv
         self.warmup_observed = VLLM_WARMUP
         self.startup_facts = {
             **vllm_log.startup_facts(_own_lines(process)),
@@ -428,6 +432,24 @@ class VllmServer(OpenAIServer):
         if deltas.get("prefix_cache_hits"):
             outcome.engine_timings.setdefault("cache_n", round(deltas["prefix_cache_hits"]))
         return outcome
+
+    def top_candidates(
+        self, prompt_token_ids: list[int], prefix_ids: list[int], batched: bool, n: int, timeout_s: float
+    ) -> dict[str, Any]:
+        """The divergence probe's question (whichshot.engine.candidates), answered from
+        /v1/completions' logprobs (engines/vllm_candidates.py)."""
+        if (mode := vllm_candidates.logprobs_mode(self.argv)) != vllm_candidates.RAW_ONLY:
+            raise WhichshotError(f"vLLM runs with --logprobs-mode {mode}: its logprobs are not the raw ones")
+        payload = vllm_candidates.candidates_payload(prompt_token_ids, prefix_ids, batched, n)
+        if self.model_name:
+            payload["model"] = self.model_name
+        try:
+            response = requests.post(f"{self.base_url}/v1/completions", json=payload, timeout=timeout_s,
+                                     headers=self.headers)  # fmt: skip
+            response.raise_for_status()
+        except requests.RequestException as exc:
+            raise self._request_failure(exc) from None
+        return vllm_candidates.parse_candidates(response.json())
 
     def _metrics(self) -> dict[str, float] | None:
         try:

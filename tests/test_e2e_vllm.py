@@ -10,7 +10,9 @@ import psutil
 import pytest
 
 from engines.vllm_log import COMPILED, LOAD_FAILED, LOADED
+from tests.divergence_kit import check_probed_entries, probe_parted_output
 from tests.pipeline import load_config, run_pipeline
+from whichshot.shots.divergence import NOT_MEASURED
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +37,7 @@ def vllm_run(tmp_path_factory):
     shots = pd.read_parquet(workdir / "results" / "shots.parquet")
     build = json.loads((workdir / "results" / "engines" / "vllm" / "build.json").read_text())
     figures = pd.read_parquet(workdir / "results" / "figures.parquet")
-    return {"shots": shots, "build": build, "figures": figures, "leftover": leftover}
+    return {"workdir": workdir, "shots": shots, "build": build, "figures": figures, "leftover": leftover}
 
 
 def test_every_shot_is_ok_and_no_server_is_left(vllm_run):
@@ -90,6 +92,17 @@ def test_every_shot_agrees_with_the_servers_counters_and_is_timed_per_token(vllm
 def test_drafted_output_is_checked_against_the_undrafted(vllm_run):
     drafted = vllm_run["shots"].query("spec_mode == 'ngram'")
     assert drafted["lossless_vs_none"].notna().all()
+    # where the outputs part, the run's own probe read vLLM's candidates there (issue 50)
+    parted = drafted[drafted["lossless_vs_none"] == False]  # noqa: E712
+    assert not (parted["divergence_outcome"] == NOT_MEASURED).any(), parted["divergence_not_measured_because"]
+
+
+def test_the_divergence_probe_reads_vllms_own_candidates_both_ways(vllm_run, tmp_path):
+    """The probe in the run's undrafted configuration (vllm_eager), its own outputs parted at PARTS_AT
+    (tests/divergence_kit.py): one more vLLM start, about a minute here."""
+    record, undrafted = probe_parted_output(vllm_run["workdir"], load_config("vllm"), "vllm_eager", tmp_path)
+    # float32 on the CPU: a prefill over prompt and prefix moves a gap by rounding alone
+    check_probed_entries(record, undrafted, spread_below=1e-3)
 
 
 def test_the_engines_own_ttft_stands_beside_ours(vllm_run):

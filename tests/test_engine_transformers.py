@@ -6,6 +6,7 @@ import json
 import pandas as pd
 import pytest
 
+from tests.divergence_kit import check_probed_entries, probe_parted_output
 from tests.pipeline import load_config, run_pipeline
 from whichshot.cache import cache_root
 from whichshot.engine import load_engine
@@ -48,6 +49,14 @@ def cross_run(tmp_path_factory):
     figures = pd.read_parquet(workdir / "results" / "figures.parquet")
     caveats = pd.read_parquet(workdir / "results" / "caveats.parquet")
     return {"workdir": workdir, "shots": shots, "figures": figures, "caveats": caveats}
+
+
+@pytest.fixture(scope="module")
+def transformers_probe(cross_run, tmp_path_factory):
+    """The divergence probe in the run's undrafted transformers configuration, its own output parted
+    at PARTS_AT (its prompt_lookup outputs are identical: the pipeline's own probe asked nothing)."""
+    log_dir = tmp_path_factory.mktemp("probe")
+    return probe_parted_output(cross_run["workdir"], cross_config(), "transformers", log_dir)
 
 
 @pytest.mark.e2e
@@ -144,6 +153,12 @@ def test_report_has_the_engines_side_by_side_table(cross_run):
     assert all(f'data-figure-id="{fid}"' in table for fid in side["figure_id"])
     summary = (report / "summary.md").read_text()
     assert "## Engines side by side" in summary and "transformers: decode (tok/s)" in summary
+
+
+@pytest.mark.e2e
+def test_the_divergence_probe_reads_the_targets_own_candidates_both_ways(transformers_probe):
+    # float32 on the CPU: one forward over prompt and prefix moves a gap by rounding alone
+    check_probed_entries(*transformers_probe, spread_below=1e-3)
 
 
 def test_build_refuses_versions_other_than_the_pins():

@@ -144,6 +144,9 @@ class RunningEngine(Protocol):
     # Engines whose kind has forced_acceptance_args also time each decode step of one request
     # (measure/verify_probe.py; engines/llama_cpp.py says what the readings hold):
     # def step_readings(self, prompt_token_ids, max_output_tokens, steps, timeout_s, seed=0) -> dict
+    # Engines whose kind sets reports_top_candidates also answer the divergence probe's question
+    # (whichshot.engine.candidates says what it asks and what the answer holds):
+    # def top_candidates(self, prompt_token_ids, prefix_ids, batched, n, timeout_s) -> dict
 
     def stop(self) -> int | None: ...
 

@@ -10,8 +10,9 @@ configuration (the counterpart's plan: same build, model and server settings, no
 for every drafted shot whose output parts from its counterpart's at token k, for its TOP_N most likely
 tokens at k given the prompt and the shared prefix (the tokens before k), two ways: decoding the prefix
 one token at a time (the undrafted path) and evaluating it in one batch with the prompt (the path of a
-verification). The record keeps both lists; shots.divergence classifies the divergence from them. A
-failure is recorded, never raised: the series' shots are the run's product."""
+verification); whichshot.engine.candidates defines both for every kind that reports its candidates.
+The record keeps both lists; shots.divergence classifies the divergence from them. A failure is
+recorded, never raised: the series' shots are the run's product."""
 
 import dataclasses
 import time
