@@ -4,9 +4,9 @@ at most 5 % of the time, unpaired (speed-ups, separate cold processes) and paire
 shot 1 against its own warm shots); of a difference outside the margin it says "same within" at most
 5 % of the time; and at the noise measured on the project's 2-core VM (tests/fixtures/noise, written
 by tools/noise_fixture.py) the default config finds a 10 % cold/warm difference in prefill and a x1.5
-drafting speed-up (four processes a side) at least 80 % of the time. Decode, far noisier on that VM,
-is found 35 % of the time at the default's ten series a cell; the test states that shortfall and how
-many series 80 % would take. `python tools/verdict_rates.py` prints every rate. The draws run the
+drafting speed-up (four processes a side) at least 80 % of the time, and a 10 % decode difference too;
+read with the classical sd (wild processes counted in full) decode needs twenty series, and the test
+states that shortfall. `python tools/verdict_rates.py` prints every rate. The draws run the
 production functions on whole arrays (figures.verdict_sim); the last tests check that a figure
 computed from shots gives the same verdict."""
 
@@ -113,18 +113,23 @@ def test_at_the_measured_noise_the_default_finds_a_x1_5_speed_up_with_four_proce
         assert rates["differs"] >= POWER, (shape, rates)
 
 
-def test_at_the_measured_noise_decode_needs_about_thirty_series_a_cell_for_80_percent():
-    """The stated shortfall: decode's shot 1 on the shared VM spreads about 16 % (the fixture), so the
-    default's ten series find a 10 % decode difference about a third of the time; 80 % takes about
-    thirty series a cell, over the first run's ten minutes."""
-    normal = FIXTURE["paired"]["decode_tok_s"][0]
+def test_at_the_measured_noise_the_default_finds_a_10_percent_decode_difference():
+    for spread in FIXTURE["paired"]["decode_tok_s"]:  # normal and heavy tails
+        rates = paired_rates(DEFAULT_PAIRED, spread, effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)
+        assert rates["differs"] >= POWER, (spread, rates)
+
+
+def test_where_processes_spread_as_the_classical_sd_counts_decode_needs_twenty_series():
+    """The stated shortfall: read with the classical sd (every wild process counted in full), decode's
+    shot 1 spreads about 10 % (the fixture), and the default's ten series find a 10 % decode difference
+    less than 80 % of the time; twenty reach it (run until decided's second look)."""
+    noisy = FIXTURE["paired_classical"]["decode_tok_s"]
 
     def power(processes: int) -> float:
         shape = PairedShape(processes, DEFAULT_PAIRED.warm_shots)
-        return paired_rates(shape, normal, effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)["differs"]
+        return paired_rates(shape, noisy, effect=-0.10, margin=MARGIN, sims=SIMS, seed=47)["differs"]
 
-    assert 0.25 <= power(DEFAULT_PAIRED.processes) < POWER
-    assert power(24) < POWER <= power(32)
+    assert power(DEFAULT_PAIRED.processes) < POWER <= power(20)
 
 
 def _figures(parts) -> pd.DataFrame:

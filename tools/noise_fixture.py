@@ -17,7 +17,8 @@ differences beyond three robust sd) say how far from normal the noise is. Every 
 busy or not: the noise as a run meets it.
 
 Usage: python tools/noise_fixture.py [RUN ...] [--out FILE]
-(default: results/reference/cpu_first_run, its repeat/, and the earlier default runs cpu_default,
+(default: results/reference/cpu_default_pair and its repeat/ (the paired default from fresh clones),
+cpu_first_run, its repeat/, and the earlier default runs cpu_default,
 cpu_cost_model and cpu_protocol_bench)
 """
 
@@ -39,6 +40,8 @@ from whichshot.figures.statistic import WarmRule  # noqa: E402
 
 REFERENCE = ROOT / "results" / "reference"
 DEFAULT_RUNS = (
+    "cpu_default_pair",
+    "cpu_default_pair/repeat",
     "cpu_first_run",
     "cpu_first_run/repeat",
     "cpu_default",

@@ -78,10 +78,13 @@ def default_power(sims: int) -> None:
           f"by series a cell (the default runs {shape.processes})")  # fmt: skip
     counts = (3, 5, 8, 10, 12, 16, 20, 24, 32, 40)
     print("phase\t" + "\t".join(str(n) for n in counts))
-    for phase, spreads in fixture_spreads()["paired"].items():
-        powers = [paired_rates(PairedShape(n, shape.warm_shots), spreads[0], COLD_WARM, MARGIN, sims, seed=47)
+    measured = fixture_spreads()
+    rows = [(phase, spreads[0]) for phase, spreads in measured["paired"].items()]
+    rows += [(f"{phase} (classical sd)", spread) for phase, spread in measured["paired_classical"].items()]
+    for name, spread in rows:
+        powers = [paired_rates(PairedShape(n, shape.warm_shots), spread, COLD_WARM, MARGIN, sims, seed=47)
                   for n in counts]  # fmt: skip
-        print(phase + "\t" + "\t".join(f"{p['differs']:.2f}" for p in powers))
+        print(name + "\t" + "\t".join(f"{p['differs']:.2f}" for p in powers))
 
 
 # Candidate looks of run until decided (protocol.until_decided) and the default's fixed 10 series.

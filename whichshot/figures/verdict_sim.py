@@ -84,7 +84,8 @@ def fixture_spreads(path: Path = NOISE_FIXTURE) -> dict[str, Any]:
     """The measured noise as spreads to draw: per phase a PairedSpread (shot 1's spread: the measured
     spread of d, which already holds the warm median's, so drawn on top of it the noise is a little
     larger than measured; warm shots: their robust spread) with normal and with heavy (t, 3 degrees of
-    freedom) tails; and the speed-ups' Spread (no-draft and drafted processes' measured spreads)."""
+    freedom) tails; the same with shot 1's classical spread (every wild process counted in full: the
+    noisier reading); and the speed-ups' Spread (no-draft and drafted processes' measured spreads)."""
     measured = json.loads(path.read_text())
     paired = {
         phase: [
@@ -95,9 +96,15 @@ def fixture_spreads(path: Path = NOISE_FIXTURE) -> dict[str, Any]:
         ]
         for phase in PAIRED_PHASES
     }
+    classical = {
+        phase: PairedSpread(
+            measured["paired"][phase]["sd_classical"], measured["warm_shot"][phase]["sd_robust"]
+        )
+        for phase in PAIRED_PHASES
+    }
     between = measured["speedup_between"]
     speedup = Spread(between["drafted"]["sd_robust"], 0.0, reference_between=between["none"]["sd_robust"])
-    return {"paired": paired, "speedup": speedup}
+    return {"paired": paired, "paired_classical": classical, "speedup": speedup}
 
 
 # Spreads of log speed to prove the verdict under: 2 % between processes (the issue that asked for
