@@ -7,7 +7,8 @@
 # are packed into OUT_DIR/<name>.tar.gz.
 #
 # Usage: tools/gpu_reference_runs.sh BUNDLE_TAR WORK_DIR OUT_DIR CORES [RUN ...]
-#   RUN: speedup, coldwarm_a, coldwarm_b, vllm (default: the first three, in that order); a run
+#   RUN: speedup, coldwarm_a, coldwarm_b, vllm, seed002 (config/gpu-seed-002.yaml, issue 50)
+#        (default: the first three, in that order); a run
 #   whose config the bundle does not carry is skipped with a line saying so
 # Start it with setsid and poll WORK_DIR/done; WORK_DIR/progress.log says what ran, how far each run
 # is (snakemake's steps done) and how long it took.
@@ -35,6 +36,7 @@ config_of() {
         speedup) echo gpu-speedup-model ;;
         coldwarm_*) echo gpu-cold-warm ;;
         vllm) echo gpu-vllm ;;
+        seed002) echo gpu-seed-002 ;;
     esac
 }
 
