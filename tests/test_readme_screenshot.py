@@ -12,7 +12,7 @@ from whichshot.report.screenshot import README_HEIGHT, README_WIDTH, drawn_from,
 
 README = REPO / "README.md"
 PICTURE = REPO / "docs" / "report.png"
-DEFAULT_REPORT = REPO / "results" / "reference" / "cpu_first_run" / "report" / "index.html"
+DEFAULT_REPORT = REPO / "results" / "reference" / "cpu_default_pair" / "report" / "index.html"
 RUN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && snakemake --cores 1"
 TEST = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest"  # .ci/run's
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -2,7 +2,7 @@
 headless Chromium renders it in a README_WIDTH x README_HEIGHT window, nothing cropped after.
 
 Usage: python tools/report_screenshot.py REPORT_HTML OUT_PNG
-e.g.   python tools/report_screenshot.py results/reference/cpu_first_run/report/index.html docs/report.png
+e.g.   python tools/report_screenshot.py results/reference/cpu_default_pair/report/index.html docs/report.png
 """
 
 import sys
