@@ -15,6 +15,7 @@ from whichshot.figures.aggregations import compute, recompute
 from whichshot.figures.constants import VERIFY_PROBE_SPREAD_LIMIT
 from whichshot.figures.speedup_model_figures import (
     ACCEPTED_SHARE,
+    DRAFTER_SHARE,
     KERNEL_SHARE,
     PLAIN_STEP_MS,
     PREDICTED_SPEEDUP,
@@ -134,6 +135,7 @@ def test_a_drafted_series_is_followed_by_its_verify_probes_and_gets_a_prediction
             ("accept_none", 2),
             ("accept_none", 17),
             ("accept_all", 17),
+            ("series_drafter", 2),  # the series' own drafter's plain step (issue 53)
         ]
     assert undrafted and all(
         r["verify_cost"]["not_run"] == r["verify_probe"]["not_run"] == "the series drafts nothing"
@@ -160,8 +162,10 @@ def test_a_drafted_series_is_followed_by_its_verify_probes_and_gets_a_prediction
         if by_metric[PROBE_SPREAD] > VERIFY_PROBE_SPREAD_LIMIT:
             assert by_metric[[PREDICTED_SPEEDUP, KERNEL_SHARE, ACCEPTED_SHARE]].isna().all()
             assert "verify_probe_unsteady" in caveats
-        else:
-            assert by_metric[KERNEL_SHARE] + by_metric[ACCEPTED_SHARE] == pytest.approx(1.0)
+        else:  # the step's parts: the forward pass, the accepted tokens and the drafter's own step
+            shares = figures[(figures["cell_id"] == _cell) & (figures["metric"] == DRAFTER_SHARE)]["value"]
+            drafter = float(shares.iloc[0]) if len(shares) else 0.0
+            assert by_metric[KERNEL_SHARE] + by_metric[ACCEPTED_SHARE] + drafter == pytest.approx(1.0)
     model = model[model["value"].notna()]
     for row in model.to_dict("records"):
         assert row["value"] is not None and recompute(row, shots, values) == pytest.approx(row["value"])
