@@ -27,6 +27,7 @@ from whichshot.figures.verdict import (
     ratio_range,
     verdict_code,
 )
+from whichshot.measure.settle import spread as slowest_over_fastest
 
 
 @dataclass(frozen=True)
@@ -395,8 +396,8 @@ def step_ratio(values, params) -> float | None:
 
 def largest_spread(values, params) -> float | None:
     """The largest slowest-over-fastest among the repetitions of each point a probe timed."""
-    spreads = [max(s) / min(s) for s in params["samples_ms_by_point"].values() if s and min(s) > 0]
-    return max(spreads, default=None)
+    spreads = [slowest_over_fastest(samples) for samples in params["samples_ms_by_point"].values()]
+    return max((s for s in spreads if s is not None), default=None)
 
 
 def _verify_steps(row: pd.Series) -> float | None:

@@ -8,7 +8,6 @@ is at most alpha, whatever look the cell stops at; the report's paired verdicts 
 same level (verdict_level). figures.verdict_sim.sequential_rates draws the whole design.
 """
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from whichshot.figures.verdict import (
 )
 from whichshot.measure.busy import kept
 from whichshot.measure.looks import CONTINUE, Looks, looks_of
+from whichshot.tables import read_jsonl
 
 PHASES = ("prefill_tok_s", "decode_tok_s")
 DECIDED, LAST_LOOK, SECONDS_CAP = "decided", "last look", "seconds cap"
@@ -92,9 +92,7 @@ def decide_look(
 ) -> dict[str, Any]:
     """The decision after look `look` from the cell's finished series (their shots files): every warm
     series label's paired verdicts at the looks' level, the cell's measured seconds, what follows."""
-    records = [
-        json.loads(line) for path in shot_files for line in Path(path).read_text().splitlines() if line
-    ]
+    records = read_jsonl(shot_files)
     level = look_level(len(looks.counts))
     shots = pd.DataFrame(kept(records))
     warm = shots[shots["protocol"] == "warm"] if len(shots) else shots

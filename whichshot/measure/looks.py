@@ -2,7 +2,7 @@
 planned looks, e.g. [10, 20, 40]: 10 series, 10 more, then 20 more, the next only while one of its
 verdicts is open.
 
-After each look a Snakemake checkpoint (decide_look, workflow/rules/looks.smk) reads the cell's
+After each look a Snakemake checkpoint (decide_look, workflow/rules/aggregate.smk) reads the cell's
 finished series and writes a decision (figures.look_decision): "decided", "continue", "last look" or
 "seconds cap". The series of look k+1 are in the DAG only once look k's decision on disk says
 "continue" (series_through walks the decisions), so an interrupted run resumes the sequence where it
